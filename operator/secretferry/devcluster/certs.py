@@ -1,0 +1,172 @@
+"""Certificates and keys for a throwaway local control plane.
+
+Why generated here: the apiserver needs a serving certificate, a client CA for the admin
+identity, and a key pair to sign ServiceAccount tokens (TokenRequest / TokenReview). Everything
+is created fresh per cluster directory and never leaves it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+_VALIDITY = datetime.timedelta(days=30)  # a dev cluster lives minutes; 30 days avoids clock-skew surprises
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Paths of every file the processes read."""
+
+    ca_cert: Path
+    ca_key: Path
+    serving_cert: Path
+    serving_key: Path
+    admin_cert: Path
+    admin_key: Path
+    sa_key: Path
+    sa_pub: Path
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+
+
+def _name(cn: str, org: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    if org:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attrs)
+
+
+def _issue(
+    *,
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    ca_name: x509.Name,
+    ca_key: ec.EllipticCurvePrivateKey,
+    is_ca: bool = False,
+    server_names: tuple[str, ...] = (),
+    client: bool = False,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
+    )
+    if is_ca:
+        builder = builder.add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    if server_names:
+        alt: list[x509.GeneralName] = []
+        for name in server_names:
+            try:
+                alt.append(x509.IPAddress(ipaddress.ip_address(name)))
+            except ValueError:
+                alt.append(x509.DNSName(name))
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    if client:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+    return builder.sign(ca_key, hashes.SHA256())
+
+
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def generate(directory: Path) -> Pki:
+    """Create a CA, the apiserver serving pair, an admin client pair and the SA signing pair."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = Pki(
+        ca_cert=directory / "ca.crt",
+        ca_key=directory / "ca.key",
+        serving_cert=directory / "apiserver.crt",
+        serving_key=directory / "apiserver.key",
+        admin_cert=directory / "admin.crt",
+        admin_key=directory / "admin.key",
+        sa_key=directory / "sa.key",
+        sa_pub=directory / "sa.pub",
+    )
+    ca_key = _key()
+    ca_name = _name("secretferry-dev-ca")
+    ca = _issue(subject=ca_name, key=ca_key, ca_name=ca_name, ca_key=ca_key, is_ca=True)
+    _write_key(pki.ca_key, ca_key)
+    _write_cert(pki.ca_cert, ca)
+
+    serving_key = _key()
+    serving_names = (
+        "127.0.0.1",
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+        "10.0.0.1",
+    )
+    serving = _issue(
+        subject=_name("kube-apiserver"),
+        key=serving_key,
+        ca_name=ca_name,
+        ca_key=ca_key,
+        server_names=serving_names,
+    )
+    _write_key(pki.serving_key, serving_key)
+    _write_cert(pki.serving_cert, serving)
+
+    # system:masters bypasses RBAC: the harness and tests act as cluster admin; the operator
+    # under test can instead run as a ServiceAccount token to prove its RBAC.
+    admin_key = _key()
+    admin = _issue(
+        subject=_name("secretferry-admin", "system:masters"),
+        key=admin_key,
+        ca_name=ca_name,
+        ca_key=ca_key,
+        client=True,
+    )
+    _write_key(pki.admin_key, admin_key)
+    _write_cert(pki.admin_cert, admin)
+
+    sa_key = _key()
+    _write_key(pki.sa_key, sa_key)
+    pki.sa_pub.write_bytes(
+        sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return pki

@@ -1,0 +1,362 @@
+"""A real local control plane (etcd + kube-apiserver + kube-controller-manager) as plain processes.
+
+Why not envtest or kind: kind needs a container engine, and envtest has no controller-manager, so
+ownerReference garbage collection and Deployment → ReplicaSet rollouts (which the operator relies
+on) would go untested. This starts the real binaries on loopback with generated certificates,
+ServiceAccount signing keys (TokenRequest and TokenReview work) and RBAC authorization.
+
+Used by tests, benchmarks and the demo; the operator itself never imports it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from secretferry.devcluster import binaries, certs
+
+_ISSUER = "https://kubernetes.default.svc.cluster.local"
+_READY_TIMEOUT_SECONDS = 90.0  # a cold apiserver on 2 loaded cores has been seen to take ~20 s
+_STOP_GRACE_SECONDS = 10.0
+# The controllers the operator's behaviour depends on (GC for ownerReferences, rollouts for
+# restarts, namespaces for test isolation, service accounts for TokenRequest targets).
+_CONTROLLERS = (
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "daemonset-controller",
+    "root-ca-certificate-publisher-controller",
+)
+REVIEWER_NAMESPACE = "kube-system"
+REVIEWER_NAME = "secretferry-token-reviewer"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ControlPlane:
+    """A running control plane; ``stop()`` ends exactly the processes it started."""
+
+    workdir: Path
+    bin_dir: Path
+    server: str
+    pki: certs.Pki
+    kubeconfig: Path
+    pids: dict[str, int] = field(default_factory=dict)
+    owns_workdir: bool = False
+
+    @property
+    def ca_pem(self) -> str:
+        return self.pki.ca_cert.read_text()
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        """Run kubectl against this cluster and return its stdout."""
+        proc = subprocess.run(
+            [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def apply(self, manifest: dict[str, object] | str) -> None:
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        self.kubectl("apply", "-f", "-", input=text)
+
+    def token_for(
+        self,
+        namespace: str,
+        service_account: str,
+        *,
+        audiences: Sequence[str] = (),
+        expiration_seconds: int = 600,
+    ) -> str:
+        """A ServiceAccount token minted by the TokenRequest API (what the operator does at login)."""
+        args = ["create", "token", service_account, "-n", namespace, f"--duration={expiration_seconds}s"]
+        args += [f"--audience={a}" for a in audiences]
+        return self.kubectl(*args).strip()
+
+    def reviewer_token(self, *, expiration_seconds: int = 3600) -> str:
+        """A token allowed to create TokenReviews (system:auth-delegator), for a service's Kubernetes auth."""
+        self.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": REVIEWER_NAME, "namespace": REVIEWER_NAMESPACE},
+            }
+        )
+        self.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": REVIEWER_NAME},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "system:auth-delegator",
+                },
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": REVIEWER_NAME, "namespace": REVIEWER_NAMESPACE}
+                ],
+            }
+        )
+        return self.token_for(REVIEWER_NAMESPACE, REVIEWER_NAME, expiration_seconds=expiration_seconds)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        ctx.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
+        return ctx
+
+    def get(self, path: str, *, timeout: float = 5.0) -> bytes:
+        """GET an apiserver path as admin (no kubectl round trip)."""
+        with urllib.request.urlopen(self.server + path, context=self.ssl_context(), timeout=timeout) as r:
+            body: bytes = r.read()
+            return body
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the processes this control plane started."""
+        total = 0
+        for pid in self.pids.values():
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        return total
+
+    def stop(self) -> None:
+        """Stop our processes (newest first) and remove the work directory if we made it."""
+        for name, pid in reversed(list(self.pids.items())):
+            _terminate(pid, name)
+        self.pids.clear()
+        state = self.workdir / "state.json"
+        with contextlib.suppress(FileNotFoundError):
+            state.unlink()
+        if self.owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def save_state(self) -> None:
+        (self.workdir / "state.json").write_text(
+            json.dumps({"pids": self.pids, "server": self.server, "bin_dir": str(self.bin_dir)})
+        )
+
+
+def _terminate(pid: int, name: str) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + _STOP_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            waited, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not our child (cluster-down from another process)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            waited = 0
+        if waited == pid:
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _spawn(name: str, argv: Sequence[str], logdir: Path) -> subprocess.Popen[bytes]:
+    log = (logdir / f"{name}.log").open("ab")
+    # A session of its own, so teardown can signal the whole group and never anything else.
+    return subprocess.Popen(
+        list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+
+
+def _kubeconfig(path: Path, *, server: str, pki: certs.Pki) -> None:
+    def b64(p: Path) -> str:
+        return base64.b64encode(p.read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "secretferry-dev", "cluster": {"server": server, "certificate-authority-data": b64(pki.ca_cert)}}
+        ],
+        "users": [
+            {
+                "name": "admin",
+                "user": {"client-certificate-data": b64(pki.admin_cert), "client-key-data": b64(pki.admin_key)},
+            }
+        ],
+        "contexts": [{"name": "secretferry-dev", "context": {"cluster": "secretferry-dev", "user": "admin"}}],
+        "current-context": "secretferry-dev",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+
+
+def _wait_ready(cp: ControlPlane, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT_SECONDS
+    last_error = "no answer yet"
+    while time.monotonic() < deadline:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                log = (cp.workdir / "logs" / f"{name}.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{name} exited with {proc.returncode} during start-up:\n{log}")
+        try:
+            if cp.get("/readyz", timeout=2.0) == b"ok":
+                return
+        except (urllib.error.URLError, OSError, ssl.SSLError) as exc:
+            last_error = str(exc)
+        time.sleep(0.2)
+    raise RuntimeError(f"kube-apiserver not ready after {_READY_TIMEOUT_SECONDS:.0f} s: {last_error}")
+
+
+def _wait_default_service_account(cp: ControlPlane, namespace: str = "default") -> None:
+    """The serviceaccount controller is up once it has created `default` in `default`."""
+    deadline = time.monotonic() + _READY_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            cp.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
+            return
+        except urllib.error.HTTPError:
+            time.sleep(0.2)
+    raise RuntimeError("kube-controller-manager did not create the default ServiceAccount in time")
+
+
+def start(workdir: Path | None = None, *, bin_dir: Path | None = None) -> ControlPlane:
+    """Start etcd, kube-apiserver and kube-controller-manager; return once the API is ready."""
+    bin_dir = bin_dir or binaries.ensure()
+    owns = workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="secretferry-cp-")) if workdir is None else workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    logdir = workdir / "logs"
+    logdir.mkdir(exist_ok=True)
+    pki = certs.generate(workdir / "pki")
+    etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+    server = f"https://127.0.0.1:{api_port}"
+    cp = ControlPlane(
+        workdir=workdir, bin_dir=bin_dir, server=server, pki=pki, kubeconfig=workdir / "kubeconfig", owns_workdir=owns
+    )
+    _kubeconfig(cp.kubeconfig, server=server, pki=pki)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        procs["etcd"] = _spawn(
+            "etcd",
+            [
+                str(bin_dir / "etcd"),
+                "--name=dev",
+                f"--data-dir={workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-cluster=dev=http://127.0.0.1:{etcd_peer}",
+                "--unsafe-no-fsync",  # throwaway data: fsync only costs test time
+                "--log-level=warn",
+            ],
+            logdir,
+        )
+        cp.pids["etcd"] = procs["etcd"].pid
+        procs["kube-apiserver"] = _spawn(
+            "kube-apiserver",
+            [
+                str(bin_dir / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--cert-dir={workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={pki.serving_cert}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                f"--service-account-issuer={_ISSUER}",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                f"--api-audiences={_ISSUER}",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--enable-priority-and-fairness=false",  # a dev cluster: no APF queueing surprises in benchmarks
+                "--max-requests-inflight=2000",
+                "--max-mutating-requests-inflight=1000",
+                "--v=1",
+            ],
+            logdir,
+        )
+        cp.pids["kube-apiserver"] = procs["kube-apiserver"].pid
+        cp.save_state()
+        _wait_ready(cp, procs)
+        procs["kube-controller-manager"] = _spawn(
+            "kube-controller-manager",
+            [
+                str(bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={cp.kubeconfig}",
+                f"--authentication-kubeconfig={cp.kubeconfig}",
+                f"--authorization-kubeconfig={cp.kubeconfig}",
+                f"--controllers={','.join(_CONTROLLERS)}",
+                f"--root-ca-file={pki.ca_cert}",
+                f"--service-account-private-key-file={pki.sa_key}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--concurrent-gc-syncs=5",
+                "--v=1",
+            ],
+            logdir,
+        )
+        cp.pids["kube-controller-manager"] = procs["kube-controller-manager"].pid
+        cp.save_state()
+        _wait_default_service_account(cp)
+    except BaseException:
+        cp.stop()
+        raise
+    return cp
+
+
+def stop_from_state(workdir: Path) -> bool:
+    """Stop a control plane started by another process (``make cluster-down``)."""
+    state = workdir / "state.json"
+    if not state.exists():
+        return False
+    data = json.loads(state.read_text())
+    for name, pid in reversed(list(data["pids"].items())):
+        _terminate(int(pid), name)
+    state.unlink()
+    return True
+
+
+@contextlib.contextmanager
+def running(workdir: Path | None = None) -> Iterator[ControlPlane]:
+    cp = start(workdir)
+    try:
+        yield cp
+    finally:
+        cp.stop()

@@ -1,0 +1,45 @@
+"""Settings of one dev-server instance.
+
+Kept as a plain dataclass so that ``create_app`` can be used in-process by tests (with an injected
+clock) and from the command line alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+EventShape = Literal["documented", "envelope"]
+
+
+@dataclass
+class DevServerConfig:
+    """Everything that changes how the server behaves; every field has a working default."""
+
+    data_path: Path = Path(":memory:")
+    """SQLite file; ``:memory:`` keeps nothing across restarts (unit tests)."""
+    seed: dict[str, Any] | None = None
+    """Seed document applied only when the database is fresh."""
+    event_shape: EventShape = "documented"
+    """``documented``: service-api.md message body; ``envelope``: the real server's envelope."""
+    token_error_status: int = 401
+    """Status for an expired/invalid token: 401, or 403 with ``error: TokenError`` (newer servers)."""
+    heartbeat_seconds: float = 15.0
+    """Interval of ``event: ping`` on open streams (the real server's 15 s)."""
+    legacy_heartbeat: bool = False
+    """Write a bare ``1`` line instead of ``event: ping`` (older servers)."""
+    recheck_seconds: float = 60.0
+    """Interval of the token/permission re-check on open streams (the real server's 60 s)."""
+    events_plan: bool = True
+    """False: the plan lacks event subscriptions, subscribing answers 400."""
+    stream_cap: int = 5
+    """Open streams allowed per (project, identity); the next one gets 429."""
+    admin_token: str | None = None
+    """When set, ``/_admin`` requires header ``X-Admin-Token`` with this value."""
+    faults: dict[str, Any] | None = None
+    """Initial fault-injection document (see ``faults.FaultSet``)."""
+    clock: Callable[[], float] = field(default=time.time)
+    """Wall clock in epoch seconds; injected by tests to expire tokens and lockouts."""

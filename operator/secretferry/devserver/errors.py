@@ -1,0 +1,144 @@
+"""Error bodies ``{reqId, statusCode, message, error}`` for every failure, like the real service.
+
+Tree::
+
+    ApiError                      any documented error; carries status, name, message, details
+    ├── BadRequest (400)
+    ├── Unauthorized (401)        also "TokenError" when the server answers expiry with 403
+    ├── PermissionDenied (403)    adds ``details``
+    ├── NotFound (404)
+    └── RateLimited (429)         adds a ``retry-after`` header
+
+FastAPI's own validation errors are re-shaped to 422 with ``message`` as an array of issues, and
+any unexpected exception becomes 500 "Something went wrong" so internals never leak.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    """An error answered with the service's JSON error body."""
+
+    status = 500
+    name = "InternalServerError"
+
+    def __init__(
+        self,
+        message: str | list[Any],
+        *,
+        details: Any = None,
+        name: str | None = None,
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message if isinstance(message, str) else "validation failed")
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+        if name is not None:
+            self.name = name
+        if status is not None:
+            self.status = status
+
+
+class BadRequest(ApiError):
+    status = 400
+    name = "BadRequest"
+
+
+class Unauthorized(ApiError):
+    status = 401
+    name = "UnauthorizedError"
+
+
+class PermissionDenied(ApiError):
+    status = 403
+    name = "PermissionDenied"
+
+
+class NotFound(ApiError):
+    status = 404
+    name = "NotFound"
+
+
+class RateLimited(ApiError):
+    status = 429
+    name = "RateLimitExceeded"
+
+    def __init__(self, message: str, *, retry_after_seconds: int = 60) -> None:
+        super().__init__(message, headers={"retry-after": str(retry_after_seconds)})
+
+
+def error_body(status: int, name: str, message: str | list[Any], details: Any = None) -> dict[str, Any]:
+    """The JSON error body; ``details`` only when there are some (403 permission errors)."""
+    body: dict[str, Any] = {
+        "reqId": f"req-{uuid.uuid4().hex[:16]}",
+        "statusCode": status,
+        "message": message,
+        "error": name,
+    }
+    if details is not None:
+        body["details"] = details
+    return body
+
+
+def error_response(error: ApiError) -> JSONResponse:
+    return JSONResponse(
+        error_body(error.status, error.name, error.message, error.details),
+        status_code=error.status,
+        headers=error.headers,
+    )
+
+
+def _issues(exc: RequestValidationError) -> list[dict[str, Any]]:
+    issues = []
+    for item in exc.errors():
+        issues.append(
+            {
+                "code": item.get("type", "invalid"),
+                "path": [str(part) for part in item.get("loc", ()) if part not in ("body", "query", "path")],
+                "message": item.get("msg", "invalid"),
+            }
+        )
+    return issues
+
+
+_HTTP_NAMES = {400: "BadRequest", 401: "UnauthorizedError", 403: "PermissionDenied", 404: "NotFound"}
+
+
+def install(app: FastAPI) -> None:
+    """Replace FastAPI's default error handlers with the service's error shape."""
+
+    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(exc)
+
+    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse(error_body(422, "ValidationFailure", _issues(exc)), status_code=422)
+
+    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        name = _HTTP_NAMES.get(exc.status_code, "Error")
+        message = "Route not found" if exc.status_code == 404 else str(exc.detail)
+        return JSONResponse(error_body(exc.status_code, name, message), status_code=exc.status_code)
+
+    async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return JSONResponse(error_body(500, "InternalServerError", "Something went wrong"), status_code=500)
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_unexpected)

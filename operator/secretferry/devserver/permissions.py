@@ -1,0 +1,178 @@
+"""Who may do what: project roles plus additional privileges with environment/path conditions.
+
+The real service evaluates CASL rules; this is the small subset the operator relies on: a role grants
+whole subjects, a privilege grants actions on a subject under ``environment`` and ``secretPath``
+conditions (a string, or ``{$glob|$eq|$ne|$in}``), inverted rules deny, temporary privileges count
+only between their start and end time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from secretferry.devserver import globs
+from secretferry.devserver.errors import PermissionDenied
+from secretferry.devserver.identity_store import IdentityStore
+from secretferry.devserver.timeutil import parse_iso
+
+SECRETS = "secrets"
+SECRET_FOLDERS = "secret-folders"
+SECRET_IMPORTS = "secret-imports"
+SECRET_EVENTS = "secret-events"
+ALL = "*"
+
+# Event kind → the "Secret Events" action that allows subscribing to it (real service names).
+EVENT_ACTIONS = {
+    "secret:create": "subscribe-on-created",
+    "secret:update": "subscribe-on-updated",
+    "secret:delete": "subscribe-on-deleted",
+    "secret:import-mutation": "subscribe-on-import-mutations",
+}
+_SUBSCRIBE = frozenset(EVENT_ACTIONS.values()) | {"read"}
+_WRITE = frozenset({"read", "create", "edit", "delete"})
+
+ROLE_GRANTS: dict[str, dict[str, frozenset[str]]] = {
+    "admin": {ALL: frozenset({ALL})},
+    "member": {
+        SECRETS: _WRITE,
+        SECRET_FOLDERS: _WRITE,
+        SECRET_IMPORTS: _WRITE,
+        SECRET_EVENTS: _SUBSCRIBE,
+    },
+    "viewer": {
+        SECRETS: frozenset({"read"}),
+        SECRET_FOLDERS: frozenset({"read"}),
+        SECRET_IMPORTS: frozenset({"read"}),
+        SECRET_EVENTS: _SUBSCRIBE,
+    },
+    "no-access": {},
+}
+
+
+def _role_allows(role: str, action: str, subject: str) -> bool:
+    grants = ROLE_GRANTS.get(role, {})
+    for granted_subject in (subject, ALL):
+        actions = grants.get(granted_subject, frozenset())
+        if action in actions or ALL in actions:
+            return True
+    return False
+
+
+def _cond_matches(cond: Any, value: str, *, path: bool) -> bool:
+    norm = globs.normalize_path if path else (lambda v: v)
+    if cond is None:
+        return True
+    if isinstance(cond, str):
+        return globs.glob_match(cond, value) if path and "*" in cond else norm(cond) == value
+    if isinstance(cond, dict):
+        if "$glob" in cond and not globs.glob_match(str(cond["$glob"]), value):
+            return False
+        if "$eq" in cond and norm(str(cond["$eq"])) != value:
+            return False
+        if "$ne" in cond and norm(str(cond["$ne"])) == value:
+            return False
+        return not ("$in" in cond and value not in [norm(str(v)) for v in cond["$in"]])
+    return False
+
+
+def rule_matches(rule: dict[str, Any], *, action: str, subject: str, environment: str, secret_path: str) -> bool:
+    """Whether one privilege permission covers (action, subject) at (environment, path)."""
+    actions = rule.get("action", [])
+    actions = [actions] if isinstance(actions, str) else list(actions)
+    if rule.get("subject") not in (subject, "all", ALL):
+        return False
+    if not ({action, "manage", ALL} & set(actions)):
+        return False
+    conditions = rule.get("conditions") or {}
+    return _cond_matches(conditions.get("environment"), environment, path=False) and _cond_matches(
+        conditions.get("secretPath"), secret_path, path=True
+    )
+
+
+def privilege_active(doc: dict[str, Any], now: float) -> bool:
+    if not doc.get("isTemporary"):
+        return True
+    start, end = doc.get("temporaryAccessStartTime"), doc.get("temporaryAccessEndTime")
+    if not start or not end:
+        return False
+    return parse_iso(start) <= now < parse_iso(end)
+
+
+def evaluate(
+    role: str | None, privileges: Iterable[dict[str, Any]], now: float, *,
+    action: str, subject: str, environment: str, secret_path: str,
+) -> bool:  # fmt: skip
+    """Role grant or a matching active privilege, unless an inverted privilege denies it."""
+    allowed = role is not None and _role_allows(role, action, subject)
+    for doc in privileges:
+        if not privilege_active(doc, now):
+            continue
+        for rule in doc.get("permissions", []):
+            if rule_matches(rule, action=action, subject=subject, environment=environment, secret_path=secret_path):
+                if rule.get("inverted"):
+                    return False
+                allowed = True
+    return allowed
+
+
+class Permissions:
+    """Permission checks for one identity in one project, backed by the identity store."""
+
+    def __init__(self, identities: IdentityStore) -> None:
+        self.identities = identities
+
+    def role(self, identity_id: str, project_id: str) -> str | None:
+        membership = self.identities.membership(project_id, identity_id)
+        return membership.role if membership else None
+
+    def allowed(
+        self, identity_id: str, project_id: str, now: float, *,
+        action: str, subject: str, environment: str, secret_path: str,
+    ) -> bool:  # fmt: skip
+        membership = self.identities.membership(project_id, identity_id)
+        if membership is None:
+            return False
+        return evaluate(
+            membership.role, self.identities.privileges(membership.id), now,
+            action=action, subject=subject, environment=environment, secret_path=secret_path,
+        )  # fmt: skip
+
+    def check(
+        self, identity_id: str, project_id: str, now: float, *,
+        action: str, subject: str, environment: str, secret_path: str,
+    ) -> None:  # fmt: skip
+        """Raise 403 ``PermissionDenied`` with ``details`` naming what was missing."""
+        if not self.allowed(
+            identity_id, project_id, now,
+            action=action, subject=subject, environment=environment, secret_path=secret_path,
+        ):  # fmt: skip
+            raise denied(action, subject, environment, secret_path)
+
+    def require_project_admin(self, identity_id: str, project_id: str) -> None:
+        if self.role(identity_id, project_id) != "admin":
+            raise PermissionDenied(
+                "You are not allowed to manage identity privileges in this project",
+                details=[{"action": "edit", "subject": "identity", "conditions": {}}],
+            )
+
+    def require_org_admin(self, identity_id: str, org_id: str) -> None:
+        identity = self.identities.identity(identity_id)
+        if identity is None or identity.org_id != org_id or identity.org_role != "admin":
+            raise PermissionDenied(
+                "You are not allowed to manage this organization",
+                details=[{"action": "edit", "subject": "organization", "conditions": {}}],
+            )
+
+
+def denied(action: str, subject: str, environment: str, secret_path: str) -> PermissionDenied:
+    return PermissionDenied(
+        f"You are not allowed to {action} on {subject}",
+        details=[
+            {
+                "action": action,
+                "subject": subject,
+                "conditions": {"environment": environment, "secretPath": secret_path},
+            }
+        ],
+    )

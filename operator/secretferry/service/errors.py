@@ -1,0 +1,154 @@
+"""Errors raised by the secrets-service client.
+
+Every failure that leaves ``secretferry.service`` is one of these; httpx and pydantic exceptions are
+wrapped with ``raise ... from`` and never escape. Callers decide what to do by class, never by
+message text::
+
+    ServiceError                      anything the service (or the way to it) did wrong
+    ├── Unavailable                   retriable: connect/read/write timeouts, broken connections, 5xx
+    │   └── RateLimited               429; ``retry_after`` from the header (60 s when absent)
+    │       └── StreamLimitReached    429 on subscribe: too many open streams for (project, identity)
+    ├── AuthenticationError           401, or 403 with error "TokenError": log in again
+    │   └── StreamError               ``event: error`` on an open stream (token/permission re-check failed)
+    ├── PermissionDenied              403 otherwise; ``details`` as the service sent them
+    ├── NotFound                      404
+    ├── Conflict                      409 (e.g. a secret of that name already exists)
+    ├── ValidationError               400/422, or our own input checks (``field`` names the field)
+    │   └── PlanNotSupported          400 on subscribe: the plan lacks event subscriptions
+    └── ProtocolError                 wrong content type, unparseable or schema-violating body
+
+Messages name endpoints, status codes, request ids and field names; they never carry secret values
+or tokens (bodies of successful responses are never echoed).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+# When the service answers 429 without a usable ``retry-after`` header (service-contract.md):
+# its rate-limit windows are one minute long.
+DEFAULT_RATE_LIMIT_RETRY_AFTER_SECONDS = 60.0
+
+
+class ServiceError(Exception):
+    """Base of every error raised by the service client."""
+
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, status_code: int | None = None, req_id: str | None = None) -> None:
+        self.message = message
+        self.status_code = status_code
+        self.req_id = req_id
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [self.message]
+        if self.status_code is not None:
+            parts.append(f"status {self.status_code}")
+        if self.req_id:
+            parts.append(f"reqId {self.req_id}")
+        return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
+
+    @property
+    def is_retriable(self) -> bool:
+        """Whether the same call may succeed later unchanged (decided by class)."""
+        return type(self).retriable
+
+
+class Unavailable(ServiceError):
+    """The service could not be reached or failed on its side; try again later."""
+
+    retriable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        req_id: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, status_code=status_code, req_id=req_id)
+
+
+class RateLimited(Unavailable):
+    """429: wait ``retry_after`` seconds."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = 429,
+        req_id: str | None = None,
+        retry_after: float | None = DEFAULT_RATE_LIMIT_RETRY_AFTER_SECONDS,
+    ) -> None:
+        super().__init__(
+            message,
+            status_code=status_code,
+            req_id=req_id,
+            retry_after=DEFAULT_RATE_LIMIT_RETRY_AFTER_SECONDS if retry_after is None else retry_after,
+        )
+
+
+class StreamLimitReached(RateLimited):
+    """429 on subscribe: too many streams are open for this (project, identity)."""
+
+
+class AuthenticationError(ServiceError):
+    """The token is missing, expired or rejected: log in again (with fresh credentials)."""
+
+
+class StreamError(AuthenticationError):
+    """The service closed an event stream with ``event: error`` after re-checking the token."""
+
+
+class PermissionDenied(ServiceError):
+    """The identity lacks a permission; ``details`` is what the service sent, unparsed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = 403,
+        req_id: str | None = None,
+        details: object | None = None,
+    ) -> None:
+        self.details = details
+        super().__init__(message, status_code=status_code, req_id=req_id)
+
+
+class NotFound(ServiceError):
+    """404: the project, environment, identity or object does not exist."""
+
+
+class Conflict(ServiceError):
+    """409: the object already exists or was changed concurrently."""
+
+
+class ValidationError(ServiceError):
+    """The request was invalid; ``field`` names the offending field when known (wire name)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        req_id: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.field = field
+        super().__init__(message, status_code=status_code, req_id=req_id)
+
+
+class PlanNotSupported(ValidationError):
+    """400 on subscribe: the organization's plan does not include event subscriptions."""
+
+
+class ProtocolError(ServiceError):
+    """The service answered something we cannot understand (content type, JSON, schema)."""
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Whether ``exc`` is a service error that may go away on its own."""
+    return isinstance(exc, ServiceError) and exc.is_retriable

@@ -1,0 +1,155 @@
+"""Pure translation between our calls and the service's wire format (no I/O, table-tested).
+
+- ``api_root``: where the API lives for a configured host.
+- ``list_secrets_params``: the query of ``GET /api/v4/secrets``.
+- ``error_for``: status code + error body → the ``errors`` class that callers branch on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.parse
+from typing import Any
+
+from secretferry.service import errors, models, validation
+
+# Error messages from the service are shown to operators; keep them to a readable length.
+_MAX_SERVICE_MESSAGE_LENGTH = 500
+
+# service-contract.md: an expired token is answered 401, or 403 with this error name.
+_TOKEN_ERROR = "TokenError"
+
+
+def api_root(base_url: str) -> str:
+    """``https://host[/prefix][/api][/]`` → ``https://host[/prefix]/api`` (the contract appends /api)."""
+    parts = urllib.parse.urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise errors.ValidationError("base URL must be an absolute http(s) URL", field="base_url")
+    path = parts.path.rstrip("/")
+    if not path.endswith("/api"):
+        path = f"{path}/api"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def segment(value: str) -> str:
+    """Quote one path segment (names may hold characters that are special in URLs)."""
+    return urllib.parse.quote(value, safe="")
+
+
+def boolean(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def list_secrets_params(query: models.ListSecretsQuery) -> list[tuple[str, str]]:
+    """Every boolean explicit: the real service's defaults differ from the documented ones."""
+    validation.non_empty(query.project_id, field="projectId")
+    validation.non_empty(query.environment, field="environment")
+    validation.non_empty(query.secret_path, field="secretPath")
+    params = [
+        ("projectId", query.project_id),
+        ("environment", query.environment),
+        ("secretPath", query.secret_path),
+        ("viewSecretValue", boolean(query.view_secret_value)),
+        ("expandSecretReferences", boolean(query.expand_secret_references)),
+        ("recursive", boolean(query.recursive)),
+        ("includePersonalOverrides", boolean(query.include_personal_overrides)),
+        # Documented spelling and the real server's spelling; each ignores the other.
+        ("includeImports", boolean(query.include_imports)),
+        ("include_imports", boolean(query.include_imports)),
+    ]
+    if query.tag_slugs:
+        for tag in query.tag_slugs:
+            validation.non_empty(tag, field="tagSlugs")
+            if "," in tag:
+                raise errors.ValidationError("tagSlugs entries must not contain ','", field="tagSlugs")
+        params.append(("tagSlugs", ",".join(query.tag_slugs)))
+    if query.metadata_filter:
+        for key, value in query.metadata_filter:
+            validation.metadata_filter_pair(key, value)
+        params.append(
+            ("metadataFilter", "|".join(f"key={key},value={value}" for key, value in query.metadata_filter))
+        )
+    return params
+
+
+def retry_after(header: str | None) -> float | None:
+    """Seconds from a ``retry-after`` header; ``None`` when absent or not a non-negative number."""
+    if header is None:
+        return None
+    try:
+        seconds = float(header.strip())
+    except ValueError:
+        return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
+def decode_error_body(content: bytes) -> dict[str, Any]:
+    """The JSON object of an error body, or ``{}`` when it is not one (never echoed raw)."""
+    try:
+        body = json.loads(content) if content else None
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _message(body: dict[str, Any], default: str) -> str:
+    raw = body.get("message")
+    if isinstance(raw, list):
+        parts = []
+        for issue in raw:
+            if isinstance(issue, dict):
+                text = str(issue.get("message", ""))
+                path = issue.get("path")
+                if isinstance(path, list) and path:
+                    text = f"{'.'.join(str(p) for p in path)}: {text}"
+                parts.append(text)
+            else:
+                parts.append(str(issue))
+        raw = "; ".join(p for p in parts if p)
+    if not isinstance(raw, str) or not raw:
+        raw = body.get("error") if isinstance(body.get("error"), str) else None
+    text = raw or default
+    return text if len(text) <= _MAX_SERVICE_MESSAGE_LENGTH else text[:_MAX_SERVICE_MESSAGE_LENGTH] + "…"
+
+
+def error_for(
+    status_code: int,
+    body: dict[str, Any],
+    *,
+    endpoint: str,
+    retry_after_header: str | None = None,
+    subscribe: bool = False,
+    reason: str = "",
+) -> errors.ServiceError:
+    """Map a non-success answer to its error class; ``subscribe`` enables the stream refusals."""
+    req_id = body.get("reqId") if isinstance(body.get("reqId"), str) else None
+    text = _message(body, reason or f"HTTP {status_code}")
+    message = f"{endpoint}: {text}"
+    common: dict[str, Any] = {"status_code": status_code, "req_id": req_id}
+    is_issue_list = isinstance(body.get("message"), list)
+    if status_code == 401:
+        if is_issue_list:  # older servers answered validation failures with 401
+            return errors.ValidationError(message, **common)
+        return errors.AuthenticationError(message, **common)
+    if status_code == 403:
+        if body.get("error") == _TOKEN_ERROR:
+            return errors.AuthenticationError(message, **common)
+        return errors.PermissionDenied(message, details=body.get("details"), **common)
+    if status_code == 404:
+        return errors.NotFound(message, **common)
+    if status_code == 409:
+        return errors.Conflict(message, **common)
+    if status_code == 400 and subscribe and "plan" in text.lower():
+        return errors.PlanNotSupported(message, **common)
+    if status_code in (400, 422):
+        return errors.ValidationError(message, **common)
+    if status_code == 429:
+        cls = errors.StreamLimitReached if subscribe else errors.RateLimited
+        return cls(message, retry_after=retry_after(retry_after_header), **common)
+    # 408 Request Timeout and every 5xx: the service (or a proxy in front of it) may recover.
+    if status_code == 408 or 500 <= status_code <= 599:
+        return errors.Unavailable(message, retry_after=retry_after(retry_after_header), **common)
+    return errors.ServiceError(message, **common)
