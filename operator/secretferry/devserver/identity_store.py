@@ -83,7 +83,9 @@ class IdentityStore:
             self.db.execute(
                 "DELETE FROM auth_methods WHERE identity_id = ? AND method = ?", (identity_id, method)
             )
-            self.db.execute("UPDATE tokens SET revoked = 1 WHERE identity_id = ? AND method = ?", (identity_id, method))
+            self.db.execute(
+                "UPDATE tokens SET revoked = 1 WHERE identity_id = ? AND method = ?", (identity_id, method)
+            )
         return doc
 
     # -- project memberships --------------------------------------------------------------------
@@ -94,14 +96,16 @@ class IdentityStore:
             return Membership(existing.id, project_id, identity_id, role)
         membership = Membership(new_id(), project_id, identity_id, role)
         self.db.execute(
-            "INSERT INTO project_memberships (id, project_id, identity_id, role, created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO project_memberships (id, project_id, identity_id, role, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
             (membership.id, project_id, identity_id, role, now),
         )
         return membership
 
     def membership(self, project_id: str, identity_id: str) -> Membership | None:
         row = self.db.one(
-            "SELECT * FROM project_memberships WHERE project_id = ? AND identity_id = ?", (project_id, identity_id)
+            "SELECT * FROM project_memberships WHERE project_id = ? AND identity_id = ?",
+            (project_id, identity_id),
         )
         return Membership(row["id"], row["project_id"], row["identity_id"], row["role"]) if row else None
 
@@ -117,11 +121,15 @@ class IdentityStore:
         )
 
     def privileges(self, membership_id: str) -> list[dict[str, Any]]:
-        rows = self.db.all("SELECT doc FROM privileges WHERE membership_id = ? ORDER BY rowid", (membership_id,))
+        rows = self.db.all(
+            "SELECT doc FROM privileges WHERE membership_id = ? ORDER BY rowid", (membership_id,)
+        )
         return [dict(dbm.load(r["doc"])) for r in rows]
 
     def privilege_by_slug(self, membership_id: str, slug: str) -> dict[str, Any] | None:
-        row = self.db.one("SELECT doc FROM privileges WHERE membership_id = ? AND slug = ?", (membership_id, slug))
+        row = self.db.one(
+            "SELECT doc FROM privileges WHERE membership_id = ? AND slug = ?", (membership_id, slug)
+        )
         return dict(dbm.load(row["doc"])) if row else None
 
     def privilege_by_id(self, privilege_id: str) -> tuple[str, dict[str, Any]] | None:
@@ -139,7 +147,9 @@ class IdentityStore:
         )
 
     def pop_org_membership(self, org_id: str, membership_id: str) -> dict[str, Any] | None:
-        row = self.db.one("SELECT doc FROM org_memberships WHERE id = ? AND org_id = ?", (membership_id, org_id))
+        row = self.db.one(
+            "SELECT doc FROM org_memberships WHERE id = ? AND org_id = ?", (membership_id, org_id)
+        )
         if row is None:
             return None
         self.db.execute("DELETE FROM org_memberships WHERE id = ?", (membership_id,))

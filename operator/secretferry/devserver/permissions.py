@@ -76,7 +76,9 @@ def _cond_matches(cond: Any, value: str, *, path: bool) -> bool:
     return False
 
 
-def rule_matches(rule: dict[str, Any], *, action: str, subject: str, environment: str, secret_path: str) -> bool:
+def rule_matches(
+    rule: dict[str, Any], *, action: str, subject: str, environment: str, secret_path: str
+) -> bool:
     """Whether one privilege permission covers (action, subject) at (environment, path)."""
     actions = rule.get("action", [])
     actions = [actions] if isinstance(actions, str) else list(actions)
@@ -100,16 +102,24 @@ def privilege_active(doc: dict[str, Any], now: float) -> bool:
 
 
 def evaluate(
-    role: str | None, privileges: Iterable[dict[str, Any]], now: float, *,
-    action: str, subject: str, environment: str, secret_path: str,
-) -> bool:  # fmt: skip
+    role: str | None,
+    privileges: Iterable[dict[str, Any]],
+    now: float,
+    *,
+    action: str,
+    subject: str,
+    environment: str,
+    secret_path: str,
+) -> bool:
     """Role grant or a matching active privilege, unless an inverted privilege denies it."""
     allowed = role is not None and _role_allows(role, action, subject)
     for doc in privileges:
         if not privilege_active(doc, now):
             continue
         for rule in doc.get("permissions", []):
-            if rule_matches(rule, action=action, subject=subject, environment=environment, secret_path=secret_path):
+            if rule_matches(
+                rule, action=action, subject=subject, environment=environment, secret_path=secret_path
+            ):
                 if rule.get("inverted"):
                     return False
                 allowed = True
@@ -127,26 +137,50 @@ class Permissions:
         return membership.role if membership else None
 
     def allowed(
-        self, identity_id: str, project_id: str, now: float, *,
-        action: str, subject: str, environment: str, secret_path: str,
-    ) -> bool:  # fmt: skip
+        self,
+        identity_id: str,
+        project_id: str,
+        now: float,
+        *,
+        action: str,
+        subject: str,
+        environment: str,
+        secret_path: str,
+    ) -> bool:
         membership = self.identities.membership(project_id, identity_id)
         if membership is None:
             return False
         return evaluate(
-            membership.role, self.identities.privileges(membership.id), now,
-            action=action, subject=subject, environment=environment, secret_path=secret_path,
-        )  # fmt: skip
+            membership.role,
+            self.identities.privileges(membership.id),
+            now,
+            action=action,
+            subject=subject,
+            environment=environment,
+            secret_path=secret_path,
+        )
 
     def check(
-        self, identity_id: str, project_id: str, now: float, *,
-        action: str, subject: str, environment: str, secret_path: str,
-    ) -> None:  # fmt: skip
+        self,
+        identity_id: str,
+        project_id: str,
+        now: float,
+        *,
+        action: str,
+        subject: str,
+        environment: str,
+        secret_path: str,
+    ) -> None:
         """Raise 403 ``PermissionDenied`` with ``details`` naming what was missing."""
         if not self.allowed(
-            identity_id, project_id, now,
-            action=action, subject=subject, environment=environment, secret_path=secret_path,
-        ):  # fmt: skip
+            identity_id,
+            project_id,
+            now,
+            action=action,
+            subject=subject,
+            environment=environment,
+            secret_path=secret_path,
+        ):
             raise denied(action, subject, environment, secret_path)
 
     def require_project_admin(self, identity_id: str, project_id: str) -> None:

@@ -117,7 +117,8 @@ class Store:
     def upsert_project(self, project: Project, now: float) -> None:
         self.db.execute(
             "INSERT INTO projects (id, slug, name, org_id, created_at) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (id) DO UPDATE SET slug = excluded.slug, name = excluded.name, org_id = excluded.org_id",
+            "ON CONFLICT (id) DO UPDATE SET slug = excluded.slug, name = excluded.name, "
+            "org_id = excluded.org_id",
             (project.id, project.slug, project.name, project.org_id, now),
         )
 
@@ -196,7 +197,16 @@ class Store:
                 self.db.execute(
                     "INSERT INTO folders (id, env_id, path, name, parent_id, description, created_at, "
                     "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (new_id(), env_id, current, part, parent_id, description if current == path else None, now, now),
+                    (
+                        new_id(),
+                        env_id,
+                        current,
+                        part,
+                        parent_id,
+                        description if current == path else None,
+                        now,
+                        now,
+                    ),
                 )
                 row = self.folder(env_id, current)
             assert row is not None
@@ -231,7 +241,9 @@ class Store:
     def tags(self, project_id: str) -> dict[str, dict[str, str]]:
         """Tag id → wire object ``{id, slug, name, color}``."""
         rows = self.db.all("SELECT id, slug, name, color FROM tags WHERE project_id = ?", (project_id,))
-        return {r["id"]: {"id": r["id"], "slug": r["slug"], "name": r["name"], "color": r["color"]} for r in rows}
+        return {
+            r["id"]: {"id": r["id"], "slug": r["slug"], "name": r["name"], "color": r["color"]} for r in rows
+        }
 
     def tag_ids_for(self, project_id: str, refs: list[str]) -> list[str]:
         """Tag ids for ids or slugs; unknown slugs are created so seeds stay short."""
@@ -264,7 +276,9 @@ class Store:
             )
         return [_secret(r) for r in rows]
 
-    def secret(self, env_id: str, path: str, key: str, *, type_: str = "shared", owner_id: str = "") -> Secret | None:
+    def secret(
+        self, env_id: str, path: str, key: str, *, type_: str = "shared", owner_id: str = ""
+    ) -> Secret | None:
         row = self.db.one(
             "SELECT * FROM secrets WHERE env_id = ? AND path = ? AND key = ? AND type = ? AND owner_id = ?",
             (env_id, path, key, type_, owner_id),
@@ -294,22 +308,36 @@ class Store:
         existing = self.secret(env_id, path, key, type_=type_, owner_id=owner_id)
         if existing is None:
             self.db.execute(
-                "INSERT INTO secrets (id, env_id, path, key, type, owner_id, value, comment, tag_ids, metadata, "
+                "INSERT INTO secrets (id, env_id, path, key, type, owner_id, value, comment, tag_ids, "
+                "metadata, "
                 "skip_multiline, reminder_note, reminder_days, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    new_id(), env_id, path, new_key or key, type_, owner_id, value or "", comment or "",
-                    dbm.dump(tag_ids or []), dbm.dump(_metadata(metadata or [])), int(bool(skip_multiline)),
-                    reminder_note, reminder_days, now, now,
+                    new_id(),
+                    env_id,
+                    path,
+                    new_key or key,
+                    type_,
+                    owner_id,
+                    value or "",
+                    comment or "",
+                    dbm.dump(tag_ids or []),
+                    dbm.dump(_metadata(metadata or [])),
+                    int(bool(skip_multiline)),
+                    reminder_note,
+                    reminder_days,
+                    now,
+                    now,
                 ),
-            )  # fmt: skip
+            )
             created = self.secret(env_id, path, new_key or key, type_=type_, owner_id=owner_id)
             assert created is not None
             return created, True
         if new_key and new_key != key and self.secret(env_id, path, new_key, type_=type_, owner_id=owner_id):
             raise BadRequest(f"Secret with name '{new_key}' already exists")
         self.db.execute(
-            "UPDATE secrets SET key = ?, value = ?, comment = ?, tag_ids = ?, metadata = ?, skip_multiline = ?, "
+            "UPDATE secrets SET key = ?, value = ?, comment = ?, tag_ids = ?, metadata = ?, "
+            "skip_multiline = ?, "
             "reminder_note = ?, reminder_days = ?, version = version + 1, updated_at = ? WHERE id = ?",
             (
                 new_key or key,
@@ -334,12 +362,15 @@ class Store:
     # -- imports ----------------------------------------------------------------------------------
     def imports_in(self, env_id: str, path: str) -> list[Import]:
         rows = self.db.all(
-            "SELECT * FROM imports WHERE env_id = ? AND path = ? ORDER BY position, created_at", (env_id, path)
+            "SELECT * FROM imports WHERE env_id = ? AND path = ? ORDER BY position, created_at",
+            (env_id, path),
         )
         return [_import(r) for r in rows]
 
     def importers_of(self, env_id: str, path: str) -> list[Import]:
-        rows = self.db.all("SELECT * FROM imports WHERE import_env_id = ? AND import_path = ?", (env_id, path))
+        rows = self.db.all(
+            "SELECT * FROM imports WHERE import_env_id = ? AND import_path = ?", (env_id, path)
+        )
         return [_import(r) for r in rows]
 
     def import_by_id(self, import_id: str) -> Import | None:
@@ -347,18 +378,28 @@ class Store:
         return _import(row) if row else None
 
     def add_import(
-        self, env_id: str, path: str, import_env_id: str, import_path: str, now: float, *,
-        position: int | None = None, import_id: str | None = None, is_replication: bool = False,
-    ) -> Import:  # fmt: skip
+        self,
+        env_id: str,
+        path: str,
+        import_env_id: str,
+        import_path: str,
+        now: float,
+        *,
+        position: int | None = None,
+        import_id: str | None = None,
+        is_replication: bool = False,
+    ) -> Import:
         self.ensure_folder(env_id, path, now)
         if position is None:
             row = self.db.one(
-                "SELECT COALESCE(MAX(position), 0) AS p FROM imports WHERE env_id = ? AND path = ?", (env_id, path)
+                "SELECT COALESCE(MAX(position), 0) AS p FROM imports WHERE env_id = ? AND path = ?",
+                (env_id, path),
             )
             position = int(row["p"]) + 1 if row else 1
         new = import_id or new_id()
         self.db.execute(
-            "INSERT OR REPLACE INTO imports (id, env_id, path, import_env_id, import_path, position, is_replication, "
+            "INSERT OR REPLACE INTO imports (id, env_id, path, import_env_id, import_path, position, "
+            "is_replication, "
             "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (new, env_id, path, import_env_id, import_path, position, int(is_replication), now, now),
         )
@@ -391,6 +432,10 @@ def _like_prefix(path: str) -> str:
 
 def _metadata(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {"key": str(i["key"]), "value": str(i.get("value", "")), "isEncrypted": bool(i.get("isEncrypted", False))}
+        {
+            "key": str(i["key"]),
+            "value": str(i.get("value", "")),
+            "isEncrypted": bool(i.get("isEncrypted", False)),
+        }
         for i in items
     ]

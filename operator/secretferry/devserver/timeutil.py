@@ -20,7 +20,9 @@ _UNIT_SECONDS = {
 
 def iso(epoch: float) -> str:
     """ISO 8601 with milliseconds and ``Z``, like the real service."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(epoch * 1000) % 1000:03d}Z"
+    return (
+        datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(epoch * 1000) % 1000:03d}Z"
+    )
 
 
 def parse_iso(value: str) -> float:

@@ -76,12 +76,20 @@ class Tokens:
         self.db = database
 
     def issue(
-        self, identity_id: str, method: str, now: float, *, ttl: int, max_ttl: int, uses_limit: int,
+        self,
+        identity_id: str,
+        method: str,
+        now: float,
+        *,
+        ttl: int,
+        max_ttl: int,
+        uses_limit: int,
         token: str | None = None,
-    ) -> TokenInfo:  # fmt: skip
+    ) -> TokenInfo:
         value = token or "sfdev." + secrets.token_urlsafe(32)
         self.db.execute(
-            "INSERT OR REPLACE INTO tokens (token, identity_id, method, created_at, renewed_at, ttl, max_ttl, "
+            "INSERT OR REPLACE INTO tokens (token, identity_id, method, created_at, renewed_at, ttl, "
+            "max_ttl, "
             "uses_limit, uses, revoked) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0)",
             (value, identity_id, method, now, now, ttl, max_ttl, uses_limit),
         )
@@ -116,7 +124,9 @@ class Tokens:
 
     def expire_identity(self, identity_id: str) -> int:
         """Make every token of the identity expired now (tests of re-login)."""
-        return self.db.execute("UPDATE tokens SET ttl = 1, renewed_at = 0 WHERE identity_id = ?", (identity_id,))
+        return self.db.execute(
+            "UPDATE tokens SET ttl = 1, renewed_at = 0 WHERE identity_id = ?", (identity_id,)
+        )
 
 
 def login_response(info: TokenInfo, now: float) -> dict[str, Any]:

@@ -1,1 +1,22 @@
-"""secretferry.kube."""
+"""secretferry.kube — the only code that talks to the Kubernetes API.
+
+One module per responsibility, each a handful of async functions taking a :class:`client.Kube`
+first::
+
+    client      connect() → Kube; Kube.request()/stream(): raw JSON over kubernetes_asyncio's aiohttp pool
+    errors      KubeError tree (NotFound, Conflict, Gone, Unavailable, …); nothing foreign leaks out
+    objects     Secrets/ConfigMaps: get, server-side apply, delete
+    status      merge patches of /status and annotations on our custom resources
+    events      events.k8s.io/v1 Events, best effort
+    tokens      TokenRequest for a ServiceAccount (Kubernetes auth logins)
+    secretrefs  one decoded value from a referenced Secret
+    hmackey     the operator's HMAC key Secret (get or create)
+    namespaces  namespace labels, LabelSelector matching
+    watching    our own LIST+WATCH loop (ADDED/MODIFIED/DELETED + SYNCED after each listing)
+    workloads   rollout restarts of the Deployments/StatefulSets/DaemonSets/Rollouts using a Secret
+
+Why raw JSON and not kubernetes_asyncio's models: at 10,000 objects their (de)serialisation costs
+more CPU than the requests. Why so thin: deciding *whether* to write belongs to ``reconcile``;
+this layer only writes what it is told, and reports failures as classes a caller can act on.
+It imports only ``secretferry.models``/``secretferry.settings`` of ours, never reconcile or handlers.
+"""

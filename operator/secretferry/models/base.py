@@ -126,14 +126,14 @@ class ClusterSecretKeyRef(SecretKeyRef):
 class LabelSelectorRequirement(CRModel):
     key: str = Field(min_length=1, max_length=317)  # prefix (253) + "/" + name (63)
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = Field(default_factory=list)
+    values: list[str] = Field(default_factory=list, max_length=256)
 
 
 class LabelSelector(CRModel):
     """``metav1.LabelSelector``: all of matchLabels and matchExpressions must hold."""
 
     match_labels: dict[str, str] = Field(default_factory=dict)
-    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list, max_length=64)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether ``labels`` satisfy the selector (an empty selector matches everything)."""

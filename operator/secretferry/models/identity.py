@@ -213,4 +213,3 @@ class ClusterMachineIdentity(MachineIdentity):
     KIND: ClassVar[str] = CLUSTER_MACHINE_IDENTITY_KIND
 
     spec: ClusterMachineIdentitySpec
-

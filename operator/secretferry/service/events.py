@@ -24,7 +24,7 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from secretferry.service import errors
@@ -219,7 +219,7 @@ class SSEParser:
         return parsed if parsed is not None else Heartbeat()
 
 
-async def iter_messages(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamMessage]:
+async def iter_messages(chunks: AsyncIterator[bytes]) -> AsyncGenerator[StreamMessage, None]:
     """Yield at least one message per non-empty chunk (see the module docstring)."""
     parser = SSEParser()
     async for chunk in chunks:

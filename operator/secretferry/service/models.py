@@ -12,7 +12,7 @@ line by accident does not carry them.
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
 from pydantic import alias_generators
@@ -30,6 +30,12 @@ class ApiModel(pydantic.BaseModel):
 
 Timestamp = datetime.datetime
 
+# Fields the reference gives a default for: servers also send an explicit null for them, which
+# must read as the default rather than fail validation.
+FalseIfNull = Annotated[bool, pydantic.BeforeValidator(lambda v: False if v is None else v)]
+EmptyIfNull = Annotated[str, pydantic.BeforeValidator(lambda v: "" if v is None else v)]
+_EMPTY_LIST_IF_NULL = pydantic.BeforeValidator(lambda v: [] if v is None else v)
+
 
 # --- secrets ---------------------------------------------------------------------------------------
 
@@ -44,8 +50,8 @@ class Actor(ApiModel):
 
 class SecretMetadataEntry(ApiModel):
     key: str
-    value: str = ""
-    is_encrypted: bool = False
+    value: EmptyIfNull = ""
+    is_encrypted: FalseIfNull = False
 
 
 class Tag(ApiModel):
@@ -59,7 +65,7 @@ class Secret(ApiModel):
     """One secret; ``secret_value`` is excluded from ``repr``."""
 
     secret_key: str
-    secret_value: str = pydantic.Field(default="", repr=False)
+    secret_value: EmptyIfNull = pydantic.Field(default="", repr=False)
     id: str | None = None
     legacy_id: str | None = pydantic.Field(default=None, alias="_id")
     workspace: str | None = None
@@ -72,13 +78,15 @@ class Secret(ApiModel):
     secret_value_hidden: bool | None = None
     secret_reminder_note: str | None = pydantic.Field(default=None, repr=False)
     secret_reminder_repeat_days: int | None = None
-    skip_multiline_encoding: bool = False
+    skip_multiline_encoding: FalseIfNull = False
     actor: Actor | None = None
     is_rotated_secret: bool | None = None
     rotation_id: str | None = None
     secret_path: str | None = None
-    secret_metadata: list[SecretMetadataEntry] = pydantic.Field(default_factory=list, repr=False)
-    tags: list[Tag] = pydantic.Field(default_factory=list)
+    secret_metadata: Annotated[list[SecretMetadataEntry], _EMPTY_LIST_IF_NULL] = pydantic.Field(
+        default_factory=list, repr=False
+    )
+    tags: Annotated[list[Tag], _EMPTY_LIST_IF_NULL] = pydantic.Field(default_factory=list)
 
 
 class ImportedSecretsGroup(ApiModel):
@@ -87,14 +95,14 @@ class ImportedSecretsGroup(ApiModel):
     secret_path: str | None = None
     environment: str | None = None
     folder_id: str | None = None
-    secrets: list[Secret] = pydantic.Field(default_factory=list)
+    secrets: Annotated[list[Secret], _EMPTY_LIST_IF_NULL] = pydantic.Field(default_factory=list)
 
 
 class SecretList(ApiModel):
     """Answer of a list call; ``etag`` comes from the response header, for the next conditional GET."""
 
     secrets: list[Secret]
-    imports: list[ImportedSecretsGroup] = pydantic.Field(default_factory=list)
+    imports: Annotated[list[ImportedSecretsGroup], _EMPTY_LIST_IF_NULL] = pydantic.Field(default_factory=list)
     etag: str | None = None
 
 
@@ -160,7 +168,7 @@ class Folder(ApiModel):
     path: str | None = None
     version: int | None = None
     parent_id: str | None = None
-    is_reserved: bool = False
+    is_reserved: FalseIfNull = False
     description: str | None = None
     last_secret_modified: Timestamp | None = None
 
@@ -180,11 +188,11 @@ class SecretImport(ApiModel):
     folder_id: str | None = None
     import_env: ImportEnvironment | None = None
     version: int | None = None
-    is_replication: bool = False
+    is_replication: FalseIfNull = False
     is_replication_success: bool | None = None
     replication_status: str | None = None
     last_replicated: Timestamp | None = None
-    is_reserved: bool = False
+    is_reserved: FalseIfNull = False
 
 
 # --- permissions and privileges --------------------------------------------------------------------
@@ -232,10 +240,12 @@ class IdentityPrivilege(ApiModel):
     id: str | None = None
     slug: str | None = None
     project_membership_id: str | None = None
-    permissions: list[PermissionReturned] = pydantic.Field(default_factory=list)
+    permissions: Annotated[list[PermissionReturned], _EMPTY_LIST_IF_NULL] = pydantic.Field(
+        default_factory=list
+    )
     created_at: Timestamp | None = None
     updated_at: Timestamp | None = None
-    is_temporary: bool = False
+    is_temporary: FalseIfNull = False
     temporary_mode: str | None = None
     temporary_range: str | None = None
     temporary_access_start_time: Timestamp | None = None
@@ -299,7 +309,7 @@ class OrgMembership(ApiModel):
 
 class DynamicSecretMetadataEntry(ApiModel):
     key: str
-    value: str = ""
+    value: EmptyIfNull = ""
 
 
 class DynamicSecret(ApiModel):
@@ -320,7 +330,9 @@ class DynamicSecret(ApiModel):
     gateway_id: str | None = None
     username_template: str | None = None
     gateway_v2_id: str | None = None
-    metadata: list[DynamicSecretMetadataEntry] = pydantic.Field(default_factory=list)
+    metadata: Annotated[list[DynamicSecretMetadataEntry], _EMPTY_LIST_IF_NULL] = pydantic.Field(
+        default_factory=list
+    )
     inputs: object | None = pydantic.Field(default=None, repr=False)
 
 

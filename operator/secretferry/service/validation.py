@@ -38,7 +38,9 @@ def slug(value: str, *, field: str = "slug") -> str:
     """Require a slug of 1 to ``SLUG_MAX_LENGTH`` characters."""
     non_empty(value, field=field)
     if len(value) > SLUG_MAX_LENGTH:
-        raise errors.ValidationError(f"{field} must be at most {SLUG_MAX_LENGTH} characters long", field=field)
+        raise errors.ValidationError(
+            f"{field} must be at most {SLUG_MAX_LENGTH} characters long", field=field
+        )
     return value
 
 

@@ -149,6 +149,10 @@ def error_for(
     if status_code == 429:
         cls = errors.StreamLimitReached if subscribe else errors.RateLimited
         return cls(message, retry_after=retry_after(retry_after_header), **common)
+    if 300 <= status_code <= 399:  # we never follow redirects: a redirect means a wrong base URL
+        return errors.ProtocolError(
+            f"{endpoint}: unexpected redirect (HTTP {status_code}); check the base URL", **common
+        )
     # 408 Request Timeout and every 5xx: the service (or a proxy in front of it) may recover.
     if status_code == 408 or 500 <= status_code <= 599:
         return errors.Unavailable(message, retry_after=retry_after(retry_after_header), **common)

@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+# secretferry operator image: `secretferry run` as a non-root user on a read-only root filesystem.
+#
+# Two stages: the builder turns the source into a wheel and installs it into /opt/venv; the final
+# image gets only that venv (no source tree, no pip cache, no build tools). The venv path is the
+# same in both stages because a venv's scripts hard-code their interpreter path.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY operator ./operator
+# Every dependency ships manylinux wheels for CPython 3.11, so no compiler is needed here either.
+RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+ && python -m venv /opt/venv \
+ && /opt/venv/bin/pip install /wheels/*.whl \
+ && /opt/venv/bin/python -m compileall -q /opt/venv/lib
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="secretferry" \
+      org.opencontainers.image.description="Keeps Kubernetes Secrets in step with an Infisical-compatible secrets service" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/secretferry/secretferry"
+# 65532 is the conventional "nonroot" uid/gid (distroless); the chart's securityContext expects it.
+RUN groupadd --system --gid 65532 nonroot \
+ && useradd --system --uid 65532 --gid 65532 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin nonroot
+COPY --from=builder /opt/venv /opt/venv
+# Read-only root filesystem: byte code is compiled at build time, and everything that wants to
+# write (HOME, TMPDIR) goes to /tmp, which the chart mounts as an emptyDir.
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp \
+    TMPDIR=/tmp
+USER 65532:65532
+WORKDIR /tmp
+# 8080: Prometheus metrics; 8081: kopf liveness (/healthz).
+EXPOSE 8080 8081
+ENTRYPOINT ["secretferry"]
+CMD ["run"]

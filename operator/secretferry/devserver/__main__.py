@@ -1,0 +1,7 @@
+"""``python -m secretferry.devserver``."""
+
+import sys
+
+from secretferry.devserver.cli import main
+
+sys.exit(main())

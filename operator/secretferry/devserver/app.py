@@ -1,0 +1,56 @@
+"""``create_app(config)``: wire state, middleware, error handlers and routers."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+
+from secretferry import __version__
+from secretferry.devserver import (
+    errors,
+    routes_admin,
+    routes_auth,
+    routes_events,
+    routes_folders,
+    routes_identities,
+    routes_privileges,
+    routes_secrets,
+    seed,
+)
+from secretferry.devserver.config import DevServerConfig
+from secretferry.devserver.faults import FaultMiddleware
+from secretferry.devserver.state import DevState
+from secretferry.devserver.stats import StatsMiddleware
+
+log = logging.getLogger(__name__)
+
+
+def create_app(config: DevServerConfig | None = None) -> FastAPI:
+    """A ready app; the seed is applied here (not at startup) so in-process tests need no lifespan."""
+    config = config or DevServerConfig()
+    state = DevState.build(config)
+    if state.db.fresh:
+        seed.apply(state, config.seed or {})
+        state.db.mark_seeded()
+        log.info("seeded a fresh database at %s", config.data_path)
+    app = FastAPI(
+        title="secretferry dev server", version=__version__, docs_url="/_admin/docs", redoc_url=None
+    )
+    app.state.dev = state
+    errors.install(app)
+    for module in (
+        routes_secrets,
+        routes_folders,
+        routes_privileges,
+        routes_identities,
+        routes_auth,
+        routes_events,
+        routes_admin,
+    ):
+        app.include_router(module.router)
+    app.include_router(routes_admin.health_router)
+    # Order matters: stats sees faulted requests too (added last = outermost).
+    app.add_middleware(FaultMiddleware, faults=state.faults)
+    app.add_middleware(StatsMiddleware, stats=state.stats)
+    return app

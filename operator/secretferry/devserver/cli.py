@@ -1,0 +1,81 @@
+"""``python -m secretferry.devserver`` / ``secretferry dev-server``: parse flags, run uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+import yaml
+
+from secretferry.devserver import seed
+from secretferry.devserver.app import create_app
+from secretferry.devserver.config import DevServerConfig
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="secretferry dev-server", description="Reference secrets service for development."
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8222)
+    p.add_argument(
+        "--data", type=Path, default=Path("devserver.sqlite"), help="SQLite file (kept across restarts)"
+    )
+    p.add_argument("--seed", type=Path, help="seed YAML, applied only when the database is fresh")
+    p.add_argument("--event-shape", choices=["documented", "envelope"], default="documented")
+    p.add_argument("--token-error-status", type=int, choices=[401, 403], default=401)
+    p.add_argument("--heartbeat-seconds", type=float, default=15.0)
+    p.add_argument(
+        "--legacy-heartbeat", action="store_true", help="write a bare '1' line instead of event: ping"
+    )
+    p.add_argument("--recheck-seconds", type=float, default=60.0)
+    p.add_argument(
+        "--no-events-plan", action="store_true", help="answer subscriptions 400 (plan lacks events)"
+    )
+    p.add_argument("--stream-cap", type=int, default=5, help="open streams per (project, identity)")
+    p.add_argument("--admin-token", help="require X-Admin-Token on /_admin")
+    p.add_argument("--faults", help="fault document: a YAML/JSON file path or inline JSON")
+    p.add_argument("--log-level", default="info")
+    return p
+
+
+def _faults(value: str | None) -> dict[str, Any] | None:
+    if not value:
+        return None
+    inline = value.lstrip().startswith("{")
+    doc = json.loads(value) if inline else yaml.safe_load(Path(value).read_text())
+    if not isinstance(doc, dict):
+        raise SystemExit("--faults must be a mapping")
+    return doc
+
+
+def config_from(args: argparse.Namespace) -> DevServerConfig:
+    return DevServerConfig(
+        data_path=args.data,
+        seed=seed.load(args.seed) if args.seed else None,
+        event_shape=args.event_shape,
+        token_error_status=args.token_error_status,
+        heartbeat_seconds=args.heartbeat_seconds,
+        legacy_heartbeat=args.legacy_heartbeat,
+        recheck_seconds=args.recheck_seconds,
+        events_plan=not args.no_events_plan,
+        stream_cap=args.stream_cap,
+        admin_token=args.admin_token,
+        faults=_faults(args.faults),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    app = create_app(config_from(args))
+    # One worker, no reload: state (event bus, fault set) lives in this process.
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    return 0

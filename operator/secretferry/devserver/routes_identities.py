@@ -1,0 +1,107 @@
+"""Projects by slug, removal of auth methods, organization memberships, dynamic secrets."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query
+
+from secretferry.devserver import globs, identity_store
+from secretferry.devserver.auth import Caller, CallerDep, StateDep, optional_caller
+from secretferry.devserver.errors import NotFound, PermissionDenied
+from secretferry.devserver.identity_store import public
+from secretferry.devserver.permissions import SECRETS
+from secretferry.devserver.timeutil import iso
+
+router = APIRouter()
+
+
+@router.get("/api/v1/projects/slug/{slug}")
+async def project_by_slug(slug: str, caller: CallerDep, state: StateDep) -> dict[str, Any]:
+    project = state.store.project_by_slug(slug)
+    if project is None:
+        raise NotFound(f"Project with slug '{slug}' not found")
+    if state.permissions.role(caller.identity_id, project.id) is None:
+        raise PermissionDenied(
+            "You are not a member of this project",
+            details=[{"action": "read", "subject": "project", "conditions": {}}],
+        )
+    row = state.db.one("SELECT created_at FROM projects WHERE id = ?", (project.id,))
+    created = iso(row["created_at"]) if row else None
+    return {
+        "id": project.id,
+        "_id": project.id,
+        "name": project.name,
+        "slug": project.slug,
+        "orgId": project.org_id,
+        "type": "secret-manager",
+        "createdAt": created,
+        "updatedAt": created,
+        "environments": [
+            {"id": e.id, "name": e.name, "slug": e.slug} for e in state.store.environments(project.id)
+        ],
+    }
+
+
+def _remove_auth(state: Any, caller: Caller, identity_id: str, method: str, label: str) -> dict[str, Any]:
+    identity = state.identities.identity(identity_id)
+    if identity is None:
+        raise NotFound(f"Identity with ID '{identity_id}' not found")
+    state.permissions.require_org_admin(caller.identity_id, identity.org_id)
+    doc = state.identities.remove_auth(identity_id, method)
+    if doc is None:
+        raise NotFound(f"The identity does not have {label} auth attached")
+    return public(doc)
+
+
+@router.delete("/api/v1/auth/universal-auth/identities/{identityId}")
+async def remove_universal(identityId: str, caller: CallerDep, state: StateDep) -> dict[str, Any]:
+    doc = _remove_auth(state, caller, identityId, identity_store.UNIVERSAL, "universal")
+    return {"identityUniversalAuth": doc}
+
+
+@router.delete("/api/v1/auth/kubernetes-auth/identities/{identityId}")
+async def remove_kubernetes(identityId: str, caller: CallerDep, state: StateDep) -> dict[str, Any]:
+    doc = _remove_auth(state, caller, identityId, identity_store.KUBERNETES, "kubernetes")
+    return {"identityKubernetesAuth": doc}
+
+
+@router.delete("/api/v2/organizations/{organizationId}/memberships/{membershipId}")
+async def delete_membership(
+    organizationId: str, membershipId: str, caller: CallerDep, state: StateDep
+) -> dict[str, Any]:
+    state.permissions.require_org_admin(caller.identity_id, organizationId)
+    doc = state.identities.pop_org_membership(organizationId, membershipId)
+    if doc is None:
+        raise NotFound(f"Membership with ID '{membershipId}' not found")
+    return {"membership": doc}
+
+
+@router.get("/api/v1/dynamic-secrets/{name}")
+async def dynamic_secret(
+    name: Annotated[str, Path(min_length=1)],
+    projectSlug: Annotated[str, Query(min_length=1)],
+    environmentSlug: Annotated[str, Query(min_length=1)],
+    state: StateDep,
+    caller: Annotated[Caller | None, Depends(optional_caller)],
+    path: str = "/",
+) -> dict[str, Any]:
+    project = state.store.project_by_slug(projectSlug)
+    if project is None:
+        raise NotFound(f"Project with slug '{projectSlug}' not found")
+    env = state.store.require_environment(project.id, environmentSlug)
+    folder_path = globs.normalize_path(path)
+    if caller is not None:
+        state.permissions.check(
+            caller.identity_id,
+            project.id,
+            state.now(),
+            action="read",
+            subject=SECRETS,
+            environment=env.slug,
+            secret_path=folder_path,
+        )
+    doc = state.identities.dynamic_secret(env.id, folder_path, name)
+    if doc is None:
+        raise NotFound(f"Dynamic secret with name '{name}' in folder '{folder_path}' not found")
+    return {"dynamicSecret": doc}

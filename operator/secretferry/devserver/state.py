@@ -1,0 +1,59 @@
+"""Everything one running app shares, reachable from handlers as a FastAPI dependency."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from secretferry.devserver import db as dbm
+from secretferry.devserver.config import DevServerConfig
+from secretferry.devserver.events import EventBus
+from secretferry.devserver.faults import Faults
+from secretferry.devserver.identity_store import IdentityStore
+from secretferry.devserver.listing import Lister
+from secretferry.devserver.permissions import Permissions
+from secretferry.devserver.stats import Stats
+from secretferry.devserver.store import Store
+from secretferry.devserver.tokens import Tokens
+
+
+@dataclass
+class DevState:
+    config: DevServerConfig
+    db: dbm.Database
+    store: Store
+    identities: IdentityStore
+    tokens: Tokens
+    permissions: Permissions
+    lister: Lister
+    bus: EventBus
+    faults: Faults
+    stats: Stats
+
+    @classmethod
+    def build(cls, config: DevServerConfig) -> DevState:
+        database = dbm.Database(config.data_path)
+        store = Store(database)
+        identities = IdentityStore(database)
+        permissions = Permissions(identities)
+        return cls(
+            config=config,
+            db=database,
+            store=store,
+            identities=identities,
+            tokens=Tokens(database),
+            permissions=permissions,
+            lister=Lister(store, permissions),
+            bus=EventBus(config.event_shape),
+            faults=Faults(config.faults),
+            stats=Stats(),
+        )
+
+    def now(self) -> float:
+        return self.config.clock()
+
+
+def get_state(request: Request) -> DevState:
+    state: DevState = request.app.state.dev
+    return state

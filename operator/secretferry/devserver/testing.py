@@ -1,0 +1,199 @@
+"""Run the dev server as a subprocess for tests anywhere in the repo.
+
+``run_dev_server`` starts ``python -m secretferry.devserver`` on a free loopback port, waits for it
+to answer, and yields a ``DevServer`` handle with sync admin helpers. A subprocess (not an in-process
+app) so tests exercise real sockets, real restarts on the same SQLite file, and cannot share state
+with the code under test. Only httpx and the standard library are imported here: no control plane.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+READY_TIMEOUT_SECONDS = 30.0  # a cold interpreter importing FastAPI on a busy 2-core box
+STOP_TIMEOUT_SECONDS = 10.0
+_OPERATOR_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class DevServer:
+    """A running dev server subprocess and its admin API."""
+
+    def __init__(self, *, seed_path: Path, data_dir: Path, port: int, extra_args: Sequence[str]) -> None:
+        self.data_dir = data_dir
+        self.data_path = data_dir / "devserver.sqlite"
+        self.seed_path = seed_path
+        self.port = port
+        self.extra_args = list(extra_args)
+        if "--admin-token" in self.extra_args:
+            self.admin_token = self.extra_args[self.extra_args.index("--admin-token") + 1]
+        else:
+            self.admin_token = secrets.token_urlsafe(16)
+            self.extra_args += ["--admin-token", self.admin_token]
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.log_path = data_dir / "devserver.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._admin = httpx.Client(
+            base_url=self.base_url, headers={"X-Admin-Token": self.admin_token}, timeout=10.0
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_OPERATOR_ROOT), env.get("PYTHONPATH")]))
+        command = [
+            sys.executable,
+            "-m",
+            "secretferry.devserver",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data",
+            str(self.data_path),
+            "--seed",
+            str(self.seed_path),
+            "--log-level",
+            "warning",
+            *self.extra_args,
+        ]
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise RuntimeError(f"dev server exited with {self._process.returncode}: {self._log_tail()}")
+            try:
+                if httpx.get(f"{self.base_url}/_admin/health", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"dev server not ready after {READY_TIMEOUT_SECONDS}s: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def restart(self) -> None:
+        """Stop and start again on the same port and the same SQLite file."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        self._admin.close()
+
+    # -- admin helpers --------------------------------------------------------------------------
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._admin.request(method, f"/_admin{path}", **kwargs)
+        response.raise_for_status()
+        return response.json()
+
+    def set_secret(
+        self, project_id: str, env: str, path: str, key: str, value: str, **extra: Any
+    ) -> dict[str, Any]:
+        """Create or update a secret (emits events); ``extra``: secretComment, tags, metadata."""
+        body = {
+            "projectId": project_id,
+            "environment": env,
+            "secretPath": path,
+            "secretKey": key,
+            "secretValue": value,
+            **extra,
+        }
+        result: dict[str, Any] = self._call("PUT", "/secrets", json=body)
+        return result
+
+    def delete_secret(self, project_id: str, env: str, path: str, key: str) -> dict[str, Any]:
+        body = {"projectId": project_id, "environment": env, "secretPath": path, "secretKey": key}
+        result: dict[str, Any] = self._call("DELETE", "/secrets", json=body)
+        return result
+
+    def stats(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/stats")
+        return result
+
+    def reset_stats(self) -> None:
+        self._call("POST", "/stats/reset")
+
+    def set_faults(self, faults: dict[str, Any]) -> None:
+        """Replace the fault document (format in ``secretferry.devserver.faults``)."""
+        self._call("POST", "/faults", json=faults)
+
+    def clear_faults(self) -> None:
+        self._call("DELETE", "/faults")
+
+    def drop_streams(self) -> int:
+        dropped: int = self._call("POST", "/streams/drop")["dropped"]
+        return dropped
+
+    def expire_tokens(self, identity_id: str) -> int:
+        expired: int = self._call("POST", f"/identities/{identity_id}/expire-tokens")["expired"]
+        return expired
+
+    def add_seed(self, seed: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", "/seed", json=seed)
+        return result
+
+    def issue_token(self, identity_id: str, **limits: int) -> str:
+        """A ready access token for the identity (``accessTokenTTL`` etc. as keyword arguments)."""
+        token: str = self._call("POST", "/tokens", json={"identityId": identity_id, **limits})["accessToken"]
+        return token
+
+
+@contextlib.contextmanager
+def run_dev_server(
+    *, seed: dict[str, Any] | Path, data_dir: Path, port: int | None = None, extra_args: Sequence[str] = ()
+) -> Iterator[DevServer]:
+    """Start the dev server subprocess; stop it on exit (even when the test fails)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if isinstance(seed, dict):
+        seed_path = data_dir / "seed.yaml"
+        seed_path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    else:
+        seed_path = seed
+    server = DevServer(
+        seed_path=seed_path, data_dir=data_dir, port=port or free_port(), extra_args=extra_args
+    )
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()

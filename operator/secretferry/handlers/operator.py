@@ -1,0 +1,74 @@
+"""kopf handlers: start-up and clean-up of the controller, and MachineIdentity intake.
+
+Why so little here: at 10,000 SecretSyncs kopf's per-object change handlers, timers and
+indexes cost minutes (design.md, "Scale decisions"), so SecretSyncs come in through the
+controller's own LIST+WATCH. kopf still runs the process: login, liveness, peering for HA, and
+the identities, which are few. ``on.event`` handlers need no finalizers and write nothing back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any
+
+import kopf
+
+from secretferry import settings as settings_mod
+from secretferry.kube import client as kube_client
+from secretferry.kube import hmackey
+from secretferry.models import base as models_base
+from secretferry.reconcile import controller as controller_mod
+from secretferry.reconcile import identities as ident_mod
+
+log = logging.getLogger(__name__)
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    cfg: settings_mod.Settings = memo.settings
+    settings.posting.enabled = False  # our own Events, only on transitions
+    settings.persistence.finalizer = "secretferry.io/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="secretferry.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="secretferry.io", key="last-handled-configuration"
+    )
+    settings.watching.server_timeout = 300  # seconds; the apiserver ends watches itself, kopf re-opens
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 10
+    settings.peering.clusterwide = not cfg.watched_namespaces()
+    kube = await kube_client.connect(kubeconfig=cfg.kubeconfig)
+    key = await hmackey.get_or_create(kube, namespace=cfg.namespace, name=cfg.hmac_key_secret)
+    instance = os.environ.get("HOSTNAME") or socket.gethostname()
+    controller = controller_mod.Controller(kube=kube, settings=cfg, hmac_key=key, instance=instance)
+    await controller.start()
+    memo.kube, memo.controller = kube, controller
+    log.info("secretferry started (namespaces: %s)", ", ".join(cfg.watched_namespaces()) or "all")
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    controller: controller_mod.Controller | None = getattr(memo, "controller", None)
+    if controller is not None:
+        await controller.stop()
+    kube: kube_client.Kube | None = getattr(memo, "kube", None)
+    if kube is not None:
+        await kube.close()
+
+
+@kopf.on.event(models_base.GROUP, models_base.VERSION, "machineidentities")
+def machine_identity(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    _identity(ident_mod.MACHINE, event, memo)
+
+
+@kopf.on.event(models_base.GROUP, models_base.VERSION, "clustermachineidentities")
+def cluster_machine_identity(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    _identity(ident_mod.CLUSTER, event, memo)
+
+
+def _identity(kind: str, event: kopf.RawEvent, memo: kopf.Memo) -> None:
+    controller: controller_mod.Controller | None = getattr(memo, "controller", None)
+    if controller is None:
+        raise kopf.TemporaryError("the controller is still starting", delay=1)
+    controller.identity_event(kind, event.get("type"), event["object"])

@@ -1,0 +1,78 @@
+"""Secrets and ConfigMaps: read, server-side apply, delete — as raw JSON dicts.
+
+Server-side apply is the one write: the apiserver merges our fields with other managers' (the
+``Merge`` creation policy keeps keys someone else put there), reports fields another manager owns
+as a ``Conflict`` unless ``force``, and stores nothing when the applied intent is unchanged — so a
+repeated apply does not bump ``resourceVersion`` nor echo back as a watch event.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from urllib.parse import quote
+
+from secretferry.kube import errors
+from secretferry.kube.client import Kube
+
+Kind = Literal["Secret", "ConfigMap"]
+FIELD_MANAGER = "secretferry"
+# The apply content type; JSON is a subset of YAML, so the body is sent as JSON.
+APPLY_PATCH = "application/apply-patch+yaml"
+
+_PLURALS: dict[str, str] = {"Secret": "secrets", "ConfigMap": "configmaps"}
+
+
+def path(kind: Kind, namespace: str, name: str | None = None) -> str:
+    try:
+        plural = _PLURALS[kind]
+    except KeyError:
+        raise ValueError(f"unsupported kind {kind!r}; expected one of {sorted(_PLURALS)}") from None
+    base = f"/api/v1/namespaces/{quote(namespace, safe='')}/{plural}"
+    return base if name is None else f"{base}/{quote(name, safe='')}"
+
+
+async def get(kube: Kube, *, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+    """The object as the apiserver returns it, or ``None`` if it does not exist."""
+    try:
+        return await kube.request("GET", path(kind, namespace, name))
+    except errors.NotFound:
+        return None
+
+
+async def apply(
+    kube: Kube, manifest: dict[str, Any], *, field_manager: str = FIELD_MANAGER, force: bool
+) -> dict[str, Any]:
+    """Server-side apply ``manifest`` (a complete object of the fields we own); return the result.
+
+    ``force=False`` raises :class:`errors.Conflict` (with ``.conflicts``/``.managers``) when another
+    field manager owns a field we set; ``force=True`` takes those fields over.
+    """
+    kind = manifest.get("kind")
+    metadata = manifest.get("metadata") or {}
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    if kind not in _PLURALS or manifest.get("apiVersion") != "v1":
+        raise ValueError(
+            f"apply supports v1 Secret and ConfigMap manifests, not {manifest.get('apiVersion')}/{kind}"
+        )
+    if not namespace or not name:
+        raise ValueError("the manifest needs metadata.namespace and metadata.name")
+    return await kube.request(
+        "PATCH",
+        path(kind, namespace, name),
+        query={"fieldManager": field_manager, "force": force},
+        body=manifest,
+        content_type=APPLY_PATCH,
+    )
+
+
+async def delete(kube: Kube, *, kind: Kind, namespace: str, name: str, uid: str | None = None) -> bool:
+    """Delete the object; ``False`` if it was already gone.
+
+    With ``uid``, only that incarnation is deleted (a same-named replacement raises ``Conflict``).
+    """
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
+    try:
+        await kube.request("DELETE", path(kind, namespace, name), body=body)
+    except errors.NotFound:
+        return False
+    return True

@@ -1,0 +1,29 @@
+"""Labels and annotations the operator puts on the objects it writes.
+
+They live in the lowest layer because both ``reconcile`` (which builds objects) and ``kube`` (which
+selects them) need the same spelling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE: Final = "secretferry"
+SYNC_LABEL: Final = "secretferry.io/sync"
+"""On targets with creationPolicy Owner/Orphan: which SecretSync (see sync_label_value) wrote it."""
+DATA_HMAC_ANNOTATION: Final = "secretferry.io/data-hmac"
+
+# Label values are at most 63 characters; object names may have 253.
+LABEL_VALUE_MAX: Final = 63
+_DIGEST_CHARS: Final = 10  # 40 bits: collisions among names sharing a 52-character prefix are moot
+
+
+def sync_label_value(name: str) -> str:
+    """``name`` if it fits a label value, else a prefix of it plus a short digest of all of it."""
+    if len(name) <= LABEL_VALUE_MAX:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_CHARS]
+    prefix = name[: LABEL_VALUE_MAX - _DIGEST_CHARS - 1].rstrip("-.")
+    return f"{prefix}-{digest}"

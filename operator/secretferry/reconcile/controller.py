@@ -1,0 +1,423 @@
+"""The controller: intake, scheduling, periodic resync and event streams, wired together.
+
+Shape (design.md, "Scale decisions"): SecretSyncs arrive through our own LIST+WATCH (not kopf
+change handlers), go into one deduplicating work queue with live changes ahead of the resync
+backlog, and are reconciled by a bounded worker pool. Scopes — not SecretSyncs — are what the
+resync loop and the event streams talk about: a due scope or an event marks the scope stale and
+queues its SecretSyncs; the first of them to run fetches (one list call, ETag-aware) and the rest
+reuse that result.
+
+Managed Secrets are watched by label only, so a hand edit or a deletion is repaired within
+seconds, and every "does it need a write?" question is answered from memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+import pydantic
+
+from secretferry import metrics
+from secretferry import settings as settings_mod
+from secretferry.kube import client as kube_client
+from secretferry.kube import errors as kube_errors
+from secretferry.kube import status as kube_status
+from secretferry.kube import watching
+from secretferry.models import base as models_base
+from secretferry.models import errors as model_errors
+from secretferry.models import labels
+from secretferry.models import secretsync as sync_models
+from secretferry.reconcile import conditions, reasons, rollouts, scheduler, state, sync
+from secretferry.reconcile import identities as ident_mod
+from secretferry.service import errors as service_errors
+from secretferry.service import events as service_events
+from secretferry.service import fetcher as fetcher_mod
+from secretferry.service import scopes as scope_mod
+from secretferry.service import streams as streams_mod
+
+log = logging.getLogger(__name__)
+_RESYNC_TICK_SECONDS = 1.0  # granularity of the periodic resync; intervals are minutes, jitter covers the rest
+_IDENTITY_PLURALS = {ident_mod.MACHINE: "machineidentities", ident_mod.CLUSTER: "clustermachineidentities"}
+
+
+class Controller:
+    def __init__(
+        self,
+        *,
+        kube: kube_client.Kube,
+        settings: settings_mod.Settings,
+        hmac_key: bytes,
+        instance: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.clock = clock
+        self.syncs: dict[state.SyncKey, state.SyncEntry] = {}
+        self.identities = ident_mod.IdentityRegistry(kube=kube, settings=settings)
+        self.fetcher = fetcher_mod.ScopeFetcher(
+            backoff_initial=settings.backoff_initial_seconds, backoff_max=settings.backoff_max_seconds
+        )
+        self.slugs = scope_mod.SlugCache()
+        self.scopes = state.ScopeIndex(jitter_fraction=settings.resync_jitter_fraction)
+        self.targets = state.TargetCache()
+        self.rollouts = rollouts.RolloutManager(
+            kube, cooldown_seconds=settings.rollout_cooldown_seconds, instance=instance
+        )
+        self.queue: scheduler.Scheduler[state.SyncKey] = scheduler.Scheduler(self._work, workers=settings.workers)
+        self.streams = streams_mod.StreamManager(
+            open_stream=self._open_stream,
+            on_resync=self._on_resync,
+            on_mode=self._on_mode,
+            heartbeat_seconds=settings.stream_heartbeat_seconds,
+            watchdog_heartbeats=settings.stream_watchdog_heartbeats,
+            retry_after_refusal_seconds=settings.stream_retry_after_refusal_seconds,
+            backoff_initial=settings.backoff_initial_seconds,
+            backoff_max=min(settings.backoff_max_seconds, 60.0),
+        )
+        self.deps = sync.Deps(
+            kube=kube,
+            settings=settings,
+            hmac_key=hmac_key,
+            identities=self.identities,
+            fetcher=self.fetcher,
+            slugs=self.slugs,
+            scopes=self.scopes,
+            targets=self.targets,
+            rollouts=self.rollouts,
+            on_scopes_changed=self._on_scopes_changed,
+            on_identity=self._on_identity,
+            instance=instance,
+            clock=clock,
+        )
+        self._stream_groups: dict[tuple[str, str], frozenset[scope_mod.Scope]] = {}
+        self._streams_dirty = False
+        self._targets_ready = asyncio.Event()
+        self._initial_listed = False
+        self._synced_sources: set[tuple[str, str | None]] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._identity_tasks: set[asyncio.Task[None]] = set()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        namespaces = self.settings.watched_namespaces() or [None]
+        for kind_path in ("/api/v1/secrets", "/api/v1/configmaps"):
+            for ns in namespaces:
+                self._spawn(self._watch_targets(kind_path, ns), f"watch {kind_path} {ns or '*'}")
+        for ns in namespaces:
+            self._spawn(self._watch_syncs(ns), f"watch secretsyncs {ns or '*'}")
+        self._spawn(self._resync_loop(), "resync loop")
+        self._spawn(self._start_workers_when_ready(len(namespaces) * 2), "workers")
+
+    async def wait_ready(self) -> None:
+        await self._targets_ready.wait()
+
+    async def stop(self) -> None:
+        for task in self._tasks + list(self._identity_tasks):
+            task.cancel()
+        for task in self._tasks + list(self._identity_tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.queue.stop()
+        await self.streams.close()
+        await self.rollouts.close()
+        await self.identities.close()
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        self._tasks.append(asyncio.create_task(coro, name=name))
+
+    # --- managed Secrets / ConfigMaps -------------------------------------------------------
+    async def _watch_targets(self, path: str, namespace: str | None) -> None:
+        kind = "Secret" if path.endswith("secrets") else "ConfigMap"
+        selector = f"{labels.MANAGED_BY_LABEL}={labels.MANAGED_BY_VALUE}"
+        seen: set[state.TargetKey] = set()
+        async for event in watching.watch(self.kube, path=path, label_selector=selector, namespace=namespace):
+            if event.type == "SYNCED":
+                for gone in [k for k in self.targets.objects if k[0] == kind and k not in seen]:
+                    if namespace is None or gone[1] == namespace:
+                        self.targets.objects.pop(gone, None)
+                        self._repair(gone)
+                seen = set()
+                self._targets_synced_once(path, namespace)
+                continue
+            obj = event.object
+            meta = obj.get("metadata", {})
+            tkey: state.TargetKey = (kind, meta.get("namespace", ""), meta.get("name", ""))
+            obj.setdefault("kind", kind)
+            if event.type == "DELETED":
+                self.targets.objects.pop(tkey, None)
+                self._repair(tkey)
+                continue
+            seen.add(tkey)
+            self.targets.objects[tkey] = obj
+            if not self.targets.is_echo(tkey, meta.get("resourceVersion")):
+                self._repair(tkey, labels_of=meta.get("labels") or {})
+
+    def _targets_synced_once(self, path: str, namespace: str | None) -> None:
+        self._synced_sources.add((path, namespace))
+
+    async def _start_workers_when_ready(self, expected: int) -> None:
+        """Workers start once the target cache is complete: otherwise every existing Secret
+        would look missing after a restart and be rewritten."""
+        while len(self._synced_sources) < expected:
+            await asyncio.sleep(0.05)
+        self._targets_ready.set()
+        self.queue.start()
+
+    def _repair(self, tkey: state.TargetKey, *, labels_of: Mapping[str, str] | None = None) -> None:
+        """A managed object changed or vanished under us: reconcile its SecretSync now."""
+        if not self._targets_ready.is_set():
+            return
+        owner = self.targets.owners.get(tkey)
+        if owner is None and labels_of and labels_of.get(labels.SYNC_LABEL):
+            candidate = (tkey[1], labels_of[labels.SYNC_LABEL])
+            owner = candidate if candidate in self.syncs else None
+        if owner is not None and owner in self.syncs:
+            self.queue.enqueue(owner, live=True)
+
+    # --- SecretSync intake ---------------------------------------------------------------------
+    async def _watch_syncs(self, namespace: str | None) -> None:
+        path = f"/apis/{models_base.GROUP}/{models_base.VERSION}/secretsyncs"
+        seen: set[state.SyncKey] = set()
+        async for event in watching.watch(self.kube, path=path, namespace=namespace):
+            if event.type == "SYNCED":
+                for gone in [k for k in self.syncs if k not in seen and (namespace is None or k[0] == namespace)]:
+                    self._sync_deleted(gone)
+                seen = set()
+                self._initial_listed = True
+                continue
+            meta = event.object.get("metadata", {})
+            key: state.SyncKey = (meta.get("namespace", ""), meta.get("name", ""))
+            if event.type == "DELETED":
+                self._sync_deleted(key)
+            else:
+                seen.add(key)
+                self.sync_upserted(event.object, live=self._initial_listed)
+
+    def sync_upserted(self, body: Mapping[str, Any], *, live: bool) -> None:
+        meta = body.get("metadata", {})
+        key: state.SyncKey = (meta.get("namespace", ""), meta.get("name", ""))
+        uid, generation = meta.get("uid", ""), meta.get("generation")
+        force = (meta.get("annotations") or {}).get(state.FORCE_SYNC_ANNOTATION)
+        current = self.syncs.get(key)
+        if current is not None and current.uid == uid and current.generation == generation:
+            if force != current.force_annotation:
+                current.force_annotation, current.force_pending = force, force is not None
+                self.queue.enqueue(key, live=True)
+            return  # a status-only change, most likely our own patch echoing back
+        model: sync_models.SecretSync | None
+        invalid: str | None = None
+        try:
+            model = sync_models.SecretSync.from_body(body)
+        except pydantic.ValidationError as exc:
+            model, invalid = None, model_errors.describe_validation_error(exc)
+        status = dict(body.get("status") or {}) if current is None or current.uid != uid else current.status
+        self.syncs[key] = state.SyncEntry(
+            key=key,
+            uid=uid,
+            generation=generation,
+            model=model,
+            invalid=invalid,
+            status=status,
+            force_annotation=force,
+            force_pending=current is not None and force != current.force_annotation and force is not None,
+        )
+        self.queue.enqueue(key, live=live)
+
+    def _sync_deleted(self, key: state.SyncKey) -> None:
+        entry = self.syncs.pop(key, None)
+        self.queue.forget(key)
+        if entry is None:
+            return
+        removed = self.scopes.unbind(key)
+        for tkey in [t for t, owner in self.targets.owners.items() if owner == key]:
+            del self.targets.owners[tkey]
+        self._on_scopes_changed(set(), removed)
+
+    async def _work(self, key: state.SyncKey) -> None:
+        entry = self.syncs.get(key)
+        if entry is None:
+            return
+        delay = await sync.reconcile(self.deps, entry)
+        if delay is not None and key in self.syncs:
+            self.queue.enqueue_after(key, delay)
+
+    # --- periodic resync ------------------------------------------------------------------------
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(_RESYNC_TICK_SECONDS)
+            now = self.clock()
+            for scope in self.scopes.due(now, streaming_seconds=self.settings.streaming_refresh_interval_seconds):
+                for key in self.scopes.keys_of(scope):
+                    self.queue.enqueue(key, live=False)
+            # SecretSyncs without scopes (identity missing, invalid spec) are retried by backoff or
+            # brought back by the watch event that fixes them.
+            metrics.ACTIVE_SCOPES.set(len(self.scopes.all()))
+            ready = sum(1 for e in self.syncs.values() if _is_ready(e.status))
+            metrics.RESOURCES.labels(ready="true").set(ready)
+            metrics.RESOURCES.labels(ready="false").set(len(self.syncs) - ready)
+
+    # --- event streams ----------------------------------------------------------------------------
+    def _on_scopes_changed(self, added: set[scope_mod.Scope], removed: set[scope_mod.Scope]) -> None:
+        for scope in removed:
+            if self.scopes.get(scope) is None:
+                self.fetcher.forget(scope)
+        if not self._streams_dirty:
+            self._streams_dirty = True
+            asyncio.get_running_loop().call_soon(self._refresh_streams)
+
+    def _refresh_streams(self) -> None:
+        """Give each (identity, project) its current scope set; unchanged groups are left alone."""
+        self._streams_dirty = False
+        groups = {k: frozenset(v) for k, v in self.scopes.streamed_by_project().items()}
+        for group in set(self._stream_groups) | set(groups):
+            new = groups.get(group, frozenset())
+            if self._stream_groups.get(group, frozenset()) != new:
+                self.streams.update(group[0], group[1], set(new))
+        self._stream_groups = groups
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(
+        self, identity_key: str, project_id: str, registrations: Sequence[service_events.EventRegistration]
+    ) -> AsyncIterator[AsyncIterator[service_events.StreamMessage]]:
+        entry = next((e for e in self.identities.entries() if ident_mod.key_str(e.key) == identity_key), None)
+        if entry is None or entry.model is None:
+            raise service_errors.AuthenticationError(f"identity {identity_key} is gone")
+        session = await self.identities.session(entry)
+        token = await session.token()
+        try:
+            async with session.client.with_token(token).subscribe_project_events(project_id, registrations) as it:
+                metrics.OPEN_STREAMS.inc()
+                try:
+                    yield _counting(it)
+                finally:
+                    metrics.OPEN_STREAMS.dec()
+        except service_errors.AuthenticationError:
+            session.invalidate(token)  # the next connect logs in again with a fresh ServiceAccount token
+            raise
+
+    def _on_resync(self, scopes: set[scope_mod.Scope], reason: str) -> None:
+        now = self.clock()
+        if reason == "reconnect":
+            metrics.RESYNCS_AFTER_RECONNECT.inc(len(scopes))
+            metrics.STREAM_RECONNECTS.inc()
+        for scope in scopes:
+            st = self.scopes.get(scope)
+            if st is None:
+                continue
+            st.fresh_after = now
+            for key in st.keys:
+                self.queue.enqueue(key, live=True)
+
+    def _on_mode(self, scope: scope_mod.Scope, mode: str, reason: str) -> None:
+        st = self.scopes.get(scope)
+        if st is None or (st.mode, st.mode_reason) == (mode, reason):
+            return
+        st.mode, st.mode_reason = mode, reason
+        if mode != reasons.STREAMING:
+            interval = self.scopes.interval(scope, streaming_seconds=self.settings.streaming_refresh_interval_seconds)
+            st.next_due = min(st.next_due, self.clock() + interval)
+        for key in st.keys:
+            self.queue.enqueue(key, live=False)  # status.updateMode follows
+
+    # --- identities (events come from the kopf handlers) ---------------------------------------
+    def identity_event(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata", {})
+        if event_type == "DELETED":
+            self.identities.remove(kind, meta.get("namespace"), meta.get("name", ""))
+        else:
+            previous = self.identities.get((kind, meta.get("namespace") or "", meta.get("name", "")))
+            entry = self.identities.upsert(kind, body)
+            if previous is not None and previous.generation == entry.generation and previous.uid == entry.uid:
+                return
+            task = asyncio.create_task(self._check_identity(entry))
+            self._identity_tasks.add(task)
+            task.add_done_callback(self._identity_tasks.discard)
+        for key, e in self.syncs.items():
+            if e.model is not None and _uses(e.model, kind, meta.get("namespace"), meta.get("name", "")):
+                self.queue.enqueue(key, live=True)
+
+    async def _check_identity(self, entry: ident_mod.IdentityEntry) -> None:
+        """Log in once when an identity appears or changes, so its status says whether it works."""
+        if entry.model is None:
+            await self._on_identity(entry, (reasons.INVALID_SPEC, entry.invalid or "invalid spec"))
+            return
+        try:
+            session = await self.identities.session(entry)
+            await session.token()
+        except ident_mod.IdentityProblem as exc:
+            await self._on_identity(entry, (exc.reason, exc.message))
+        except service_errors.ServiceError as exc:
+            failure = sync.outcomes.from_service_error(exc, scope_text="login")
+            await self._on_identity(entry, (failure.reason, failure.message))
+        else:
+            await self._on_identity(entry, None)
+
+    async def _on_identity(self, entry: ident_mod.IdentityEntry, problem: tuple[str, str] | None) -> None:
+        session = entry.session
+        last_login = session.last_login_at if session is not None else None
+        login_text = last_login.strftime("%Y-%m-%dT%H:%M:%SZ") if last_login else ""
+        if problem is None:
+            reported = ("True", reasons.LOGGED_IN, login_text)
+        else:
+            reported = ("False", problem[0], login_text)
+        if entry.reported == reported:
+            return
+        entry.reported = reported
+        kind, namespace, name = entry.key
+        status: dict[str, Any] = {
+            "conditions": conditions.set_condition(
+                [],
+                type_=reasons.READY,
+                status=reported[0],
+                reason=reported[1],
+                message="login works" if problem is None else problem[1],
+                observed_generation=entry.generation,
+                now=conditions.now_iso(),
+            ),
+            "observedGeneration": entry.generation,
+        }
+        if last_login is not None:
+            status["lastLoginTime"] = login_text
+        expires = session.expires_at if session is not None else None
+        if expires is not None:
+            status["tokenExpiresAt"] = expires.strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            await kube_status.patch_status(
+                self.kube,
+                group=models_base.GROUP,
+                version=models_base.VERSION,
+                plural=_IDENTITY_PLURALS[kind],
+                namespace=namespace or None,
+                name=name,
+                status=status,
+            )
+        except kube_errors.KubeError as exc:
+            entry.reported = None
+            log.warning("status of %s not written: %s", ident_mod.key_str(entry.key), exc)
+
+
+async def _counting(
+    it: AsyncIterator[service_events.StreamMessage],
+) -> AsyncIterator[service_events.StreamMessage]:
+    async for message in it:
+        if isinstance(message, service_events.SecretEvent):
+            metrics.STREAM_EVENTS.labels(type=message.event_type).inc()
+        yield message
+
+
+def _is_ready(status: Mapping[str, Any]) -> bool:
+    cond = conditions.find(status.get("conditions") or [], reasons.READY)
+    return cond is not None and cond.get("status") == "True"
+
+
+def _uses(model: sync_models.SecretSync, kind: str, namespace: str | None, name: str) -> bool:
+    ref = model.spec.identity_ref
+    if ref.kind != kind or ref.name != name:
+        return False
+    return kind == ident_mod.CLUSTER or model.metadata.namespace == namespace

@@ -1,0 +1,248 @@
+"""The desired target object: a pure function of (SecretSync, fetched secrets).
+
+Order of precedence, lowest first: within a source, its imports in position order, then its own
+secrets; then each source in ``spec.sources`` order; then templated keys. ``includeKeys`` /
+``excludeKeys`` filter each source before it is merged.
+
+Failures raise RenderError with a condition reason and a message that names keys and template
+keys, never values.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import hashlib
+import hmac
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict
+
+from secretferry.models import base, labels, secretsync
+from secretferry.reconcile import reasons, templating
+
+# The apiserver rejects Secrets and ConfigMaps whose data exceeds 1 MiB.
+MAX_DATA_BYTES: Final = 1024 * 1024
+
+# Keys a Secret type needs (as the apiserver validates them): all of them / at least one of them.
+_REQUIRED_ALL: Final = {
+    "kubernetes.io/tls": ("tls.crt", "tls.key"),
+    "kubernetes.io/ssh-auth": ("ssh-privatekey",),
+    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+    "kubernetes.io/dockercfg": (".dockercfg",),
+}
+_REQUIRED_ANY: Final = {"kubernetes.io/basic-auth": ("username", "password")}
+_JSON_KEYS: Final = {
+    "kubernetes.io/dockerconfigjson": ".dockerconfigjson",
+    "kubernetes.io/dockercfg": ".dockercfg",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedSource:
+    """What the service returned for one ``spec.sources`` entry: key -> value."""
+
+    direct: Mapping[str, str]
+    """Secrets at the source's path (and below it, when recursive)."""
+    imported: Sequence[Mapping[str, str]] = field(default_factory=tuple)
+    """One mapping per secret import, in position order; later imports override earlier ones."""
+
+
+class RenderError(Exception):
+    """The desired object cannot be built. ``reason`` is a constant from ``reasons``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class OwnerReference(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            # blockOwnerDeletion would need update on secretsyncs/finalizers; nothing waits on it.
+        }
+
+
+class DesiredObject(BaseModel):
+    """The Secret/ConfigMap the SecretSync wants, plus the policies that decide how to write it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: secretsync.TargetKind
+    name: str
+    namespace: str
+    type: str | None
+    """Secret type; None for ConfigMaps and for creationPolicy Merge (the existing type stays)."""
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    string_data: dict[str, str]
+    """Key -> value, keys sorted. With creationPolicy Merge: only our keys."""
+    data_hmac: str
+    owner: OwnerReference | None
+    creation_policy: secretsync.CreationPolicy
+    deletion_policy: secretsync.DeletionPolicy
+
+    def manifest(self) -> dict[str, Any]:
+        """The body to server-side apply (Secret values base64-encoded in ``data``)."""
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if self.labels:
+            metadata["labels"] = dict(self.labels)
+        if self.annotations:
+            metadata["annotations"] = dict(self.annotations)
+        if self.owner is not None:
+            metadata["ownerReferences"] = [self.owner.manifest()]
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": self.kind, "metadata": metadata}
+        if self.kind == "Secret":
+            if self.type is not None:
+                body["type"] = self.type
+            body["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in self.string_data.items()}
+        else:
+            body["data"] = dict(self.string_data)
+        return body
+
+
+def data_hmac(data: Mapping[str, str], key: bytes) -> str:
+    """Keyed HMAC-SHA256 (hex) over a canonical encoding of ``data``: order-independent, unambiguous."""
+    canonical = json.dumps(sorted(data.items()), ensure_ascii=False, separators=(",", ":"))
+    return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()
+
+
+def select_keys(
+    secrets: Mapping[str, str], *, include: Sequence[str], exclude: Sequence[str]
+) -> dict[str, str]:
+    """Keys matching any ``include`` glob (all, when none is given) and no ``exclude`` glob."""
+    return {
+        k: v for k, v in secrets.items() if (not include or _matches(k, include)) and not _matches(k, exclude)
+    }
+
+
+def _matches(key: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
+def merge_sources(sources: Sequence[secretsync.Source], fetched: Sequence[FetchedSource]) -> dict[str, str]:
+    """All fetched secrets, filtered per source, in precedence order (see the module docstring)."""
+    if len(sources) != len(fetched):
+        raise ValueError(f"fetched {len(fetched)} sources for {len(sources)} spec.sources entries")
+    merged: dict[str, str] = {}
+    for source, result in zip(sources, fetched, strict=True):
+        one: dict[str, str] = {}
+        for imported in result.imported:
+            one.update(imported)
+        one.update(result.direct)
+        merged.update(select_keys(one, include=source.include_keys, exclude=source.exclude_keys))
+    return merged
+
+
+def build_desired(
+    sync: secretsync.SecretSync, fetched: Sequence[FetchedSource], *, hmac_key: bytes
+) -> DesiredObject:
+    """The target object for ``sync`` given one FetchedSource per ``spec.sources`` entry."""
+    target = sync.spec.target
+    namespace = sync.metadata.namespace
+    if namespace is None:
+        raise ValueError("a SecretSync always has a namespace")
+    secrets = merge_sources(sync.spec.sources, fetched)
+    data = _render(target.template, secrets)
+    _check_keys(data)
+    secret_type = target.type if target.kind == "Secret" and target.creation_policy != "Merge" else None
+    if secret_type is not None:
+        _check_type(secret_type, data)
+    _check_size(data)
+    digest = data_hmac(data, hmac_key)
+    managed = target.creation_policy != "Merge"
+    return DesiredObject(
+        kind=target.kind,
+        name=sync.target_name,
+        namespace=namespace,
+        type=secret_type,
+        labels=_labels(sync) if managed else dict(target.labels),
+        annotations={**target.annotations, labels.DATA_HMAC_ANNOTATION: digest}
+        if managed
+        else dict(target.annotations),
+        string_data=dict(sorted(data.items())),
+        data_hmac=digest,
+        owner=_owner(sync) if target.creation_policy == "Owner" else None,
+        creation_policy=target.creation_policy,
+        deletion_policy=target.deletion_policy,
+    )
+
+
+def _render(template: secretsync.Template | None, secrets: Mapping[str, str]) -> dict[str, str]:
+    if template is None:
+        return dict(secrets)
+    try:
+        rendered = templating.render(template.data, secrets)
+    except templating.TemplateRenderError as exc:
+        failure = str(exc)
+    else:
+        return {**secrets, **rendered} if template.include_all else rendered
+    # Raised outside the handler: no exception chain to carry anything along (none does today).
+    raise RenderError(reasons.TEMPLATE_ERROR, failure)
+
+
+def _check_keys(data: Mapping[str, str]) -> None:
+    bad = sorted(k for k in data if not secretsync.is_data_key(k))
+    if bad:
+        raise RenderError(
+            reasons.INVALID_KEY,
+            f"keys not allowed in Secret/ConfigMap data (letters, digits, '-', '_', '.'): {', '.join(bad)};"
+            " exclude them with excludeKeys or rename them with a template",
+        )
+
+
+def _check_type(secret_type: str, data: Mapping[str, str]) -> None:
+    missing = [k for k in _REQUIRED_ALL.get(secret_type, ()) if k not in data]
+    if missing:
+        raise RenderError(reasons.INVALID_SECRET_TYPE, f"type {secret_type} needs keys: {', '.join(missing)}")
+    wanted = _REQUIRED_ANY.get(secret_type)
+    if wanted and not any(k in data for k in wanted):
+        raise RenderError(
+            reasons.INVALID_SECRET_TYPE, f"type {secret_type} needs one of: {', '.join(wanted)}"
+        )
+    json_key = _JSON_KEYS.get(secret_type)
+    if json_key is not None:
+        try:
+            valid = isinstance(json.loads(data[json_key]), dict)
+        except ValueError:
+            valid = False
+        if not valid:
+            raise RenderError(reasons.INVALID_SECRET_TYPE, f"{json_key} must hold a JSON object")
+
+
+def _check_size(data: Mapping[str, str]) -> None:
+    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+    if size > MAX_DATA_BYTES:
+        raise RenderError(reasons.TARGET_TOO_LARGE, f"data is {size} bytes; the limit is {MAX_DATA_BYTES}")
+
+
+def _labels(sync: secretsync.SecretSync) -> dict[str, str]:
+    return {
+        **sync.spec.target.labels,
+        labels.MANAGED_BY_LABEL: labels.MANAGED_BY_VALUE,
+        labels.SYNC_LABEL: labels.sync_label_value(sync.metadata.name),
+    }
+
+
+def _owner(sync: secretsync.SecretSync) -> OwnerReference:
+    if sync.metadata.uid is None:
+        raise ValueError("an owned target needs the SecretSync's uid")
+    return OwnerReference(
+        api_version=base.API_VERSION, kind=sync.KIND, name=sync.metadata.name, uid=sync.metadata.uid
+    )

@@ -1,0 +1,158 @@
+"""Does the target need a write? A chain of small pure checks over (desired, actual).
+
+``actual`` is the object as read from the apiserver (Secret ``data`` base64-encoded), or None. Each
+check returns a reason or None; the first reason wins. Labels and annotations are compared as
+subsets: other controllers and people may add their own, and that is not drift.
+
+Key removal follows the policies carried by the DesiredObject:
+
+=================  ==============================================  =============================
+creationPolicy     deletionPolicy Delete removes                   deletionPolicy Retain removes
+=================  ==============================================  =============================
+Owner / Orphan     every key not desired                           keys neither desired nor
+                                                                   previously synced (foreign)
+Merge              previously synced keys no longer desired        nothing
+=================  ==============================================  =============================
+
+So with Retain, keys that vanished at the service stay in the target; the caller keeps reporting
+them in ``status.syncedKeys`` (see retained_keys) so that they remain recognisably ours.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Final
+
+from secretferry.models import labels
+from secretferry.reconcile import reasons
+from secretferry.reconcile.desired import DesiredObject
+
+MISSING: Final = "missing"
+TYPE_CHANGED: Final = "type-changed"  # Secret type is immutable: the caller must delete and recreate
+DATA_CHANGED: Final = "data-changed"
+LABELS_CHANGED: Final = "labels-changed"
+ANNOTATIONS_CHANGED: Final = "annotations-changed"
+OWNER_MISSING: Final = "owner-missing"
+
+Actual = Mapping[str, Any]
+
+
+def actual_data(actual: Actual) -> dict[str, str | None]:
+    """The target's data as text; a value that is not base64 UTF-8 text reads as None (so: differs)."""
+    raw: Mapping[str, str] = actual.get("data") or {}
+    if actual.get("kind", "Secret") == "ConfigMap":
+        return dict(raw)
+    return {key: _decode(value) for key, value in raw.items()}
+
+
+def _decode(value: str) -> str | None:
+    try:
+        return base64.b64decode(value, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def keys_to_remove(
+    desired: DesiredObject, actual: Actual | None, previously_synced: Collection[str]
+) -> set[str]:
+    """Keys present in the target that the next write must drop (see the module docstring)."""
+    if actual is None:
+        return set()
+    extra = set(actual.get("data") or {}) - set(desired.string_data)
+    if desired.creation_policy == "Merge":
+        return extra & set(previously_synced) if desired.deletion_policy == "Delete" else set()
+    return extra if desired.deletion_policy == "Delete" else extra - set(previously_synced)
+
+
+def retained_keys(
+    desired: DesiredObject, actual: Actual | None, previously_synced: Collection[str]
+) -> set[str]:
+    """Previously synced keys that stay in the target although no longer desired (Retain)."""
+    if actual is None:
+        return set()
+    extra = set(actual.get("data") or {}) - set(desired.string_data)
+    return (extra & set(previously_synced)) - keys_to_remove(desired, actual, previously_synced)
+
+
+def _type(desired: DesiredObject, actual: Actual, _: Collection[str]) -> str | None:
+    if desired.type is not None and actual.get("type", "Opaque") != desired.type:
+        return TYPE_CHANGED
+    return None
+
+
+def _data(desired: DesiredObject, actual: Actual, previously_synced: Collection[str]) -> str | None:
+    current = actual_data(actual)
+    if any(current.get(key) != value for key, value in desired.string_data.items()):
+        return DATA_CHANGED
+    if keys_to_remove(desired, actual, previously_synced):
+        return DATA_CHANGED
+    return None
+
+
+def _subset(wanted: Mapping[str, str], present: Mapping[str, str] | None) -> bool:
+    present = present or {}
+    return all(present.get(k) == v for k, v in wanted.items())
+
+
+def _labels(desired: DesiredObject, actual: Actual, _: Collection[str]) -> str | None:
+    ok = _subset(desired.labels, actual.get("metadata", {}).get("labels"))
+    return None if ok else LABELS_CHANGED
+
+
+def _annotations(desired: DesiredObject, actual: Actual, _: Collection[str]) -> str | None:
+    ok = _subset(desired.annotations, actual.get("metadata", {}).get("annotations"))
+    return None if ok else ANNOTATIONS_CHANGED
+
+
+def _owner(desired: DesiredObject, actual: Actual, _: Collection[str]) -> str | None:
+    if desired.owner is None:
+        return None
+    refs = actual.get("metadata", {}).get("ownerReferences") or []
+    return None if any(r.get("uid") == desired.owner.uid for r in refs) else OWNER_MISSING
+
+
+_Check = Callable[[DesiredObject, Actual, Collection[str]], str | None]
+# Type first: a type change needs a delete + create, which also rewrites everything else.
+_CHECKS: Final[tuple[_Check, ...]] = (_type, _data, _labels, _annotations, _owner)
+
+
+def needs_write(
+    desired: DesiredObject, actual: Actual | None, *, previously_synced: Collection[str] = ()
+) -> str | None:
+    """Why the target must be written, or None when a write would change nothing.
+
+    ``previously_synced`` is ``status.syncedKeys``: it tells keys we wrote (and may retain) from
+    keys someone else put there.
+    """
+    if actual is None:
+        return MISSING
+    for check in _CHECKS:
+        reason = check(desired, actual, previously_synced)
+        if reason is not None:
+            return reason
+    return None
+
+
+def ownership_problem(desired: DesiredObject, actual: Actual | None) -> tuple[str, str] | None:
+    """``(reason, message)`` when the target must not be written at all, else None.
+
+    Owner/Orphan take over only objects labelled as this SecretSync's; Merge writes only into an
+    object that already exists.
+    """
+    what = f"{desired.kind} {desired.name!r}"
+    if desired.creation_policy == "Merge":
+        if actual is None:
+            return reasons.TARGET_NOT_FOUND, f"{what} does not exist (creationPolicy Merge writes into it)"
+        return None
+    if actual is None:
+        return None
+    present = (actual.get("metadata", {}).get("labels") or {}).get(labels.SYNC_LABEL)
+    if present != desired.labels.get(labels.SYNC_LABEL):
+        owner = "another SecretSync" if present else "something else"
+        return (
+            reasons.TARGET_CONFLICT,
+            f"{what} exists and belongs to {owner}; use creationPolicy Merge to write into it",
+        )
+    return None

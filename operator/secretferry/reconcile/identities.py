@@ -1,0 +1,270 @@
+"""Machine identities: which one a SecretSync may use, and one shared login session per identity.
+
+Why shared: existing operators log in once per resource; with 1,000 SecretSyncs on one identity
+that is 1,000 logins per cycle and, with Kubernetes auth, 1,000 TokenRequests. Here every
+SecretSync that names the same identity shares one ``AuthSession`` (one login, renewed before
+expiry, re-login with a freshly minted ServiceAccount token on 401/TokenError).
+
+Isolation is decided here too: a namespaced MachineIdentity serves only its own namespace; a
+ClusterMachineIdentity serves the namespaces its ``allowedNamespaces`` admits.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from secretferry import settings as settings_mod
+from secretferry.kube import client as kube_client
+from secretferry.kube import errors as kube_errors
+from secretferry.kube import namespaces as kube_namespaces
+from secretferry.kube import secretrefs, tokens
+from secretferry.models import base as models_base
+from secretferry.models import errors as model_errors
+from secretferry.models import identity as identity_models
+from secretferry.models import secretsync as sync_models
+from secretferry.reconcile import reasons
+from secretferry.service import auth
+from secretferry.service import client as service_client
+
+log = logging.getLogger(__name__)
+
+MACHINE = identity_models.MACHINE_IDENTITY_KIND
+CLUSTER = identity_models.CLUSTER_MACHINE_IDENTITY_KIND
+_NAMESPACE_LABELS_TTL_SECONDS = 30.0  # label changes on namespaces are rare; one GET per 30 s at most
+
+IdentityKey = tuple[str, str, str]  # (kind, namespace or "", name)
+
+
+def key_str(key: IdentityKey) -> str:
+    kind, namespace, name = key
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+class IdentityProblem(Exception):
+    """A SecretSync cannot use its identity. ``reason`` is a condition reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class IdentityEntry:
+    key: IdentityKey
+    uid: str
+    generation: int | None
+    model: identity_models.MachineIdentity | None
+    invalid: str | None = None
+    session: auth.AuthSession | None = None
+    reported: tuple[str, str, str] | None = None  # (status, reason, lastLoginTime) last written
+    last_error: tuple[str, str] | None = None
+
+
+@dataclass
+class _ClientPool:
+    """One HTTP connection pool per (service URL, CA bundle)."""
+
+    timeout_seconds: float
+    clients: dict[tuple[str, str | None], service_client.ServiceClient] = field(default_factory=dict)
+
+    def get(self, host: str, ca_pem: str | None) -> service_client.ServiceClient:
+        key = (host, ca_pem)
+        client = self.clients.get(key)
+        if client is None:
+            verify: ssl.SSLContext | bool = True
+            if ca_pem:
+                ctx = ssl.create_default_context()
+                ctx.load_verify_locations(cadata=ca_pem)
+                verify = ctx
+            client = service_client.ServiceClient(host, verify=verify, timeout=self.timeout_seconds)
+            self.clients[key] = client
+        return client
+
+    async def close(self) -> None:
+        for client in self.clients.values():
+            await client.aclose()
+        self.clients.clear()
+
+
+class IdentityRegistry:
+    def __init__(self, *, kube: kube_client.Kube, settings: settings_mod.Settings) -> None:
+        self._kube = kube
+        self._settings = settings
+        self._entries: dict[IdentityKey, IdentityEntry] = {}
+        self._pool = _ClientPool(timeout_seconds=settings.service_timeout_seconds)
+        self._ns_labels: dict[str, tuple[float, dict[str, str]]] = {}
+
+    # --- intake (from the kopf handlers) ----------------------------------------------------
+    def upsert(self, kind: str, body: Mapping[str, Any]) -> IdentityEntry:
+        """Record an identity; a new generation drops the old session (credentials may differ)."""
+        meta = body.get("metadata", {})
+        key: IdentityKey = (kind, meta.get("namespace") or "", meta["name"])
+        cls = identity_models.ClusterMachineIdentity if kind == CLUSTER else identity_models.MachineIdentity
+        model: identity_models.MachineIdentity | None
+        invalid: str | None = None
+        try:
+            model = cls.from_body(body)
+        except pydantic.ValidationError as exc:
+            model, invalid = None, model_errors.describe_validation_error(exc)
+        previous = self._entries.get(key)
+        entry = IdentityEntry(
+            key=key, uid=meta.get("uid", ""), generation=meta.get("generation"), model=model, invalid=invalid
+        )
+        if previous is not None and previous.uid == entry.uid and previous.generation == entry.generation:
+            entry.session, entry.reported, entry.last_error = previous.session, previous.reported, previous.last_error
+        self._entries[key] = entry
+        return entry
+
+    def remove(self, kind: str, namespace: str | None, name: str) -> None:
+        self._entries.pop((kind, namespace or "", name), None)
+
+    def get(self, key: IdentityKey) -> IdentityEntry | None:
+        return self._entries.get(key)
+
+    def entries(self) -> list[IdentityEntry]:
+        return list(self._entries.values())
+
+    # --- resolution for a SecretSync ----------------------------------------------------------
+    async def resolve(self, sync: sync_models.SecretSync) -> IdentityEntry:
+        """The identity ``sync`` names, after the isolation checks; raises IdentityProblem."""
+        ref = sync.spec.identity_ref
+        namespace = sync.metadata.namespace or ""
+        key: IdentityKey = (ref.kind, namespace if ref.kind == MACHINE else "", ref.name)
+        entry = self._entries.get(key)
+        where = f"in namespace {namespace}" if ref.kind == MACHINE else "(cluster-scoped)"
+        if entry is None:
+            raise IdentityProblem(reasons.IDENTITY_NOT_FOUND, f"{ref.kind} {ref.name!r} {where} does not exist")
+        if entry.model is None:
+            raise IdentityProblem(
+                reasons.IDENTITY_NOT_READY, f"{ref.kind} {ref.name!r} has an invalid spec: {entry.invalid}"
+            )
+        if isinstance(entry.model, identity_models.ClusterMachineIdentity):
+            spec = entry.model.spec
+            assert isinstance(spec, identity_models.ClusterMachineIdentitySpec)
+            labels = await self._namespace_labels(namespace) if spec.allowed_namespaces else {}
+            if not spec.allows_namespace(namespace, labels):
+                raise IdentityProblem(
+                    reasons.IDENTITY_NOT_ALLOWED,
+                    f"ClusterMachineIdentity {ref.name!r} does not admit namespace {namespace!r} "
+                    "(spec.allowedNamespaces)",
+                )
+        return entry
+
+    async def _namespace_labels(self, namespace: str) -> dict[str, str]:
+        cached = self._ns_labels.get(namespace)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < _NAMESPACE_LABELS_TTL_SECONDS:
+            return cached[1]
+        labels = await kube_namespaces.labels(self._kube, namespace)
+        self._ns_labels[namespace] = (now, labels)
+        return labels
+
+    # --- sessions -----------------------------------------------------------------------------
+    async def session(self, entry: IdentityEntry) -> auth.AuthSession:
+        """The shared login session of ``entry``, built on first use."""
+        if entry.session is not None:
+            return entry.session
+        assert entry.model is not None
+        spec = entry.model.spec
+        host = spec.host_api or self._settings.default_host_api
+        ca_pem = await self._ca_bundle(entry, spec)
+        client = self._pool.get(host, ca_pem)
+        credentials = await self._credentials(entry, spec.auth)
+        entry.session = auth.AuthSession(
+            client, credentials, renew_margin_fraction=self._settings.token_renew_margin_fraction
+        )
+        return entry.session
+
+    def _ref_namespace(self, entry: IdentityEntry, ref: object) -> str:
+        """References of a namespaced identity live in its namespace; cluster ones name theirs."""
+        if entry.key[0] == CLUSTER:
+            return str(getattr(ref, "namespace"))  # noqa: B009 - the Cluster* ref models carry it
+        return entry.key[1]
+
+    async def _read(self, entry: IdentityEntry, ref: models_base.SecretKeyRef) -> str:
+        namespace = self._ref_namespace(entry, ref)
+        try:
+            return await secretrefs.read_key(self._kube, namespace=namespace, name=ref.name, key=ref.key)
+        except kube_errors.KubeError as exc:
+            raise IdentityProblem(
+                reasons.CREDENTIALS_NOT_FOUND,
+                f"{key_str(entry.key)}: cannot read key {ref.key!r} of Secret {namespace}/{ref.name}: {exc}",
+            ) from exc
+        except LookupError as exc:
+            raise IdentityProblem(reasons.CREDENTIALS_NOT_FOUND, f"{key_str(entry.key)}: {exc}") from exc
+
+    async def _ca_bundle(self, entry: IdentityEntry, spec: identity_models.MachineIdentitySpec) -> str | None:
+        if spec.tls is None:
+            return None
+        if spec.tls.ca_bundle:
+            return spec.tls.ca_bundle
+        if spec.tls.ca_secret_ref is not None:
+            return await self._read(entry, spec.tls.ca_secret_ref)
+        return None
+
+    async def _credentials(self, entry: IdentityEntry, method: identity_models.IdentityAuth) -> auth.Credentials:
+        if method.kubernetes is not None:
+            k8s = method.kubernetes
+            sa_namespace = self._ref_namespace(entry, k8s.service_account_ref)
+            return auth.KubernetesCredentials(
+                identity_id=k8s.identity_id,
+                mint_jwt=self._minter(
+                    entry,
+                    namespace=sa_namespace,
+                    name=k8s.service_account_ref.name,
+                    audiences=list(k8s.audiences),
+                    expiration_seconds=k8s.token_expiration_seconds,
+                ),
+            )
+        if method.universal is not None:
+            uni = method.universal
+            if uni.credentials_secret_ref is not None:
+                ref = uni.credentials_secret_ref
+                ns = self._ref_namespace(entry, ref)
+                client_id = await self._read(entry, _key_ref(ref.name, ref.client_id_key, ns))
+                client_secret = await self._read(entry, _key_ref(ref.name, ref.client_secret_key, ns))
+            else:
+                assert uni.client_id is not None and uni.client_secret_ref is not None
+                client_id, client_secret = uni.client_id, await self._read(entry, uni.client_secret_ref)
+            return auth.UniversalCredentials(client_id=client_id, client_secret=client_secret)
+        assert method.access_token is not None
+        return auth.StaticTokenCredentials(token=await self._read(entry, method.access_token.secret_ref))
+
+    def _minter(
+        self, entry: IdentityEntry, *, namespace: str, name: str, audiences: list[str], expiration_seconds: int
+    ) -> Callable[[], Awaitable[str]]:
+        """A fresh TokenRequest at every login: an old token is never replayed."""
+
+        async def mint() -> str:
+            try:
+                token, _ = await tokens.request_token(
+                    self._kube,
+                    namespace=namespace,
+                    service_account=name,
+                    audiences=audiences,
+                    expiration_seconds=expiration_seconds,
+                )
+            except kube_errors.KubeError as exc:
+                raise IdentityProblem(
+                    reasons.CREDENTIALS_NOT_FOUND,
+                    f"{key_str(entry.key)}: TokenRequest for ServiceAccount {namespace}/{name} failed: {exc}",
+                ) from exc
+            return token
+
+        return mint
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+
+def _key_ref(name: str, key: str, namespace: str) -> models_base.SecretKeyRef:
+    """A key reference inside a credentials Secret (namespace kept for cluster identities)."""
+    return models_base.ClusterSecretKeyRef(name=name, key=key, namespace=namespace)

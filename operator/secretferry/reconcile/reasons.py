@@ -1,0 +1,49 @@
+"""Condition types and reasons: the one place their spelling lives.
+
+Reasons are CamelCase (the metav1.Condition convention) and double as Event reasons. Whether a
+failure is retried is decided by the exception class that produced it, never by these strings.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Condition types.
+READY: Final = "Ready"
+
+# Ready=True.
+SYNCED: Final = "Synced"  # SecretSync: target written (or already up to date)
+LOGGED_IN: Final = "LoggedIn"  # (Cluster)MachineIdentity: login works
+
+# Ready=Unknown.
+PENDING: Final = "Pending"  # accepted, first reconcile not finished
+
+# Ready=False: the spec or its references.
+INVALID_SPEC: Final = "InvalidSpec"  # fails validation the CRD schema could not express
+IDENTITY_NOT_FOUND: Final = "IdentityNotFound"
+IDENTITY_NOT_ALLOWED: Final = "IdentityNotAllowed"  # ClusterMachineIdentity.allowedNamespaces
+IDENTITY_NOT_READY: Final = "IdentityNotReady"
+CREDENTIALS_NOT_FOUND: Final = "CredentialsNotFound"  # a referenced Secret/key/ServiceAccount is missing
+
+# Ready=False: the secrets service.
+AUTH_FAILED: Final = "AuthFailed"  # login rejected (401, bad credentials, TokenRequest refused)
+FORBIDDEN: Final = "Forbidden"  # logged in, but the identity may not read this scope (403)
+SOURCE_NOT_FOUND: Final = "SourceNotFound"  # project / environment / path unknown
+SERVICE_UNAVAILABLE: Final = "ServiceUnavailable"  # network error, 5xx, timeout
+RATE_LIMITED: Final = "RateLimited"  # 429
+
+# Ready=False: building or writing the target.
+TEMPLATE_ERROR: Final = "TemplateError"
+INVALID_KEY: Final = "InvalidKey"  # a fetched key cannot be a Secret/ConfigMap data key
+INVALID_SECRET_TYPE: Final = "InvalidSecretType"  # data lacks what the Secret type requires
+TARGET_TOO_LARGE: Final = "TargetTooLarge"  # over the 1 MiB object limit
+TARGET_CONFLICT: Final = "TargetConflict"  # the target exists and belongs to someone else
+TARGET_NOT_FOUND: Final = "TargetNotFound"  # creationPolicy Merge, and the target does not exist
+KUBERNETES_ERROR: Final = "KubernetesError"  # the apiserver refused a write for another reason
+
+# status.updateMode and status.updateModeReason.
+STREAMING: Final = "Streaming"
+POLLING: Final = "Polling"
+INSTANT_UPDATES_DISABLED: Final = "InstantUpdatesDisabled"
+STREAM_UNAVAILABLE: Final = "StreamUnavailable"  # the stream failed; polling until it reconnects
+STREAM_HEALTHY: Final = "StreamHealthy"

@@ -1,0 +1,137 @@
+"""Rollout restarts after a Secret's data really changed — and only then.
+
+Why so careful: restarting workloads is the costliest thing an operator can do to its users.
+A restart is asked for only when a write changed the data HMAC against the one recorded in
+status (so never on a first sync, a no-op resync or an operator restart), and each workload is
+restarted at most once per cooldown: changes inside the cooldown coalesce into one restart at
+its end, carrying the newest HMAC.
+
+The restart itself is a pod-template annotation patch; the value is the data HMAC, so patching
+the same value twice is a no-op for the Deployment controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from secretferry import metrics
+from secretferry.kube import client as kube_client
+from secretferry.kube import errors as kube_errors
+from secretferry.kube import events as kube_events
+from secretferry.kube import workloads
+from secretferry.models import secretsync as sync_models
+
+log = logging.getLogger(__name__)
+RESTART_ANNOTATION_PREFIX = "secretferry.io/restart-"
+WorkloadKey = tuple[str, str, str]  # (kind, namespace, name)
+
+
+def restart_annotation(secret_name: str) -> str:
+    """One annotation per consumed Secret, so two Secrets of one workload do not overwrite each other."""
+    name = f"restart-{secret_name}"
+    return f"secretferry.io/{name[:63].rstrip('-.')}"
+
+
+@dataclass
+class _Pending:
+    annotations: dict[str, str] = field(default_factory=dict)
+    reasons: set[str] = field(default_factory=set)
+    regarding: dict[str, str] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+
+
+class RolloutManager:
+    def __init__(
+        self,
+        kube: kube_client.Kube,
+        *,
+        cooldown_seconds: float,
+        instance: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self._cooldown = cooldown_seconds
+        self._instance = instance
+        self._clock = clock
+        self._last: dict[WorkloadKey, float] = {}
+        self._pending: dict[WorkloadKey, _Pending] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.restarts = 0
+
+    def data_changed(
+        self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: dict[str, str]
+    ) -> None:
+        """Called after a write that changed a Secret's data; finds and schedules the restarts."""
+        task = asyncio.create_task(self._plan(sync, secret_name, data_hmac, regarding))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _plan(
+        self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: dict[str, str]
+    ) -> None:
+        namespace = sync.metadata.namespace or ""
+        targets: set[tuple[str, str]] = {(t.kind, t.name) for t in sync.spec.rollout_restart_targets}
+        try:
+            targets |= set(await workloads.consumers(self._kube, namespace=namespace, secret_name=secret_name))
+        except kube_errors.KubeError as exc:
+            log.warning("cannot list workloads consuming %s/%s: %s", namespace, secret_name, exc)
+        for kind, name in sorted(targets):
+            self._schedule((kind, namespace, name), restart_annotation(secret_name), data_hmac, secret_name, regarding)
+
+    def _schedule(
+        self,
+        key: WorkloadKey,
+        annotation: str,
+        value: str,
+        secret_name: str,
+        regarding: dict[str, str],
+    ) -> None:
+        pending = self._pending.setdefault(key, _Pending())
+        pending.annotations[annotation] = value
+        pending.reasons.add(secret_name)
+        pending.regarding = regarding
+        if pending.task is not None:
+            return  # coalesced into the restart already waiting for the cooldown
+        wait = max(0.0, self._last.get(key, -1e18) + self._cooldown - self._clock())
+        pending.task = asyncio.create_task(self._restart_after(key, wait))
+
+    async def _restart_after(self, key: WorkloadKey, wait: float) -> None:
+        if wait > 0:
+            await asyncio.sleep(wait)
+        pending = self._pending.pop(key)
+        kind, namespace, name = key
+        self._last[key] = self._clock()
+        try:
+            await workloads.restart(
+                self._kube, kind=kind, namespace=namespace, name=name, annotations=pending.annotations
+            )
+        except kube_errors.NotFound:
+            log.info("rollout target %s %s/%s does not exist; skipped", kind, namespace, name)
+            return
+        except kube_errors.KubeError as exc:
+            log.warning("rollout restart of %s %s/%s failed: %s", kind, namespace, name, exc)
+            return
+        self.restarts += 1
+        metrics.ROLLOUTS.labels(kind=kind).inc()
+        await kube_events.post(
+            self._kube,
+            regarding=pending.regarding,
+            reason="RolloutRestarted",
+            note=f"restarted {kind} {name} after the data of Secret(s) {', '.join(sorted(pending.reasons))} changed",
+            type="Normal",
+            action="Restart",
+            reporting_instance=self._instance,
+        )
+
+    async def close(self) -> None:
+        tasks = list(self._tasks) + [p.task for p in self._pending.values() if p.task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,163 @@
+"""In-memory indexes the controller keeps: SecretSyncs by key, scopes by SecretSync, targets.
+
+Why in memory: every decision ("does this Secret need a write?", "which SecretSyncs does this
+event touch?") must be O(1) at 10,000 objects; the apiserver and the service are asked only when
+the answer may have changed. All of it is rebuilt from LIST+WATCH after a restart.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from secretferry.models import secretsync as sync_models
+from secretferry.reconcile import reasons
+from secretferry.service import scopes as scope_mod
+
+SyncKey = tuple[str, str]  # (namespace, name)
+TargetKey = tuple[str, str, str]  # (kind, namespace, name)
+FORCE_SYNC_ANNOTATION = "secretferry.io/force-sync"
+
+
+@dataclass
+class SyncEntry:
+    key: SyncKey
+    uid: str
+    generation: int | None
+    model: sync_models.SecretSync | None
+    invalid: str | None
+    status: dict[str, Any]
+    """The status as last read or written: the baseline for "does status need a patch?"."""
+    force_annotation: str | None = None
+    force_pending: bool = False
+    scopes: tuple[scope_mod.Scope, ...] = ()
+    failures: int = 0
+
+
+@dataclass
+class ScopeState:
+    keys: set[SyncKey] = field(default_factory=set)
+    fresh_after: float = 0.0
+    """A fetch older than this is stale: set by events, reconnects and the resync loop."""
+    next_due: float = 0.0
+    mode: str = reasons.POLLING
+    mode_reason: str = "waiting for the event stream"
+    streamed: bool = False
+    """Whether any SecretSync on this scope wants instant updates."""
+
+
+class ScopeIndex:
+    """Which SecretSyncs read which scopes, and when each scope is next due for a resync."""
+
+    def __init__(self, *, jitter_fraction: float, rng: random.Random | None = None) -> None:
+        self._scopes: dict[scope_mod.Scope, ScopeState] = {}
+        self._by_key: dict[SyncKey, tuple[scope_mod.Scope, ...]] = {}
+        self._intervals: dict[SyncKey, float] = {}
+        self._instant: dict[SyncKey, bool] = {}
+        self._jitter = jitter_fraction
+        self._rng = rng or random.Random()
+
+    def bind(
+        self,
+        key: SyncKey,
+        scopes: Iterable[scope_mod.Scope],
+        *,
+        instant: bool,
+        refresh_seconds: float,
+        now: float,
+    ) -> tuple[set[scope_mod.Scope], set[scope_mod.Scope]]:
+        """Point ``key`` at ``scopes``; returns (added, removed) scopes that changed membership."""
+        new = tuple(dict.fromkeys(scopes))
+        old = self._by_key.get(key, ())
+        self._intervals[key] = refresh_seconds
+        self._instant[key] = instant
+        added, removed = set(new) - set(old), set(old) - set(new)
+        for scope in removed:
+            state = self._scopes[scope]
+            state.keys.discard(key)
+            if not state.keys:
+                del self._scopes[scope]
+            else:
+                state.streamed = any(self._instant.get(k, False) for k in state.keys)
+        for scope in new:
+            state = self._scopes.get(scope)
+            if state is None:
+                state = self._scopes[scope] = ScopeState(next_due=now + self._jittered(refresh_seconds))
+            state.keys.add(key)
+            state.streamed = any(self._instant.get(k, False) for k in state.keys)
+        self._by_key[key] = new
+        return added, removed
+
+    def unbind(self, key: SyncKey) -> set[scope_mod.Scope]:
+        removed: set[scope_mod.Scope] = set()
+        for scope in self._by_key.pop(key, ()):
+            state = self._scopes.get(scope)
+            if state is None:
+                continue
+            state.keys.discard(key)
+            if not state.keys:
+                del self._scopes[scope]
+                removed.add(scope)
+            else:
+                state.streamed = any(self._instant.get(k, False) for k in state.keys)
+        self._intervals.pop(key, None)
+        self._instant.pop(key, None)
+        return removed
+
+    def get(self, scope: scope_mod.Scope) -> ScopeState | None:
+        return self._scopes.get(scope)
+
+    def keys_of(self, scope: scope_mod.Scope) -> set[SyncKey]:
+        state = self._scopes.get(scope)
+        return set(state.keys) if state else set()
+
+    def scopes_of(self, key: SyncKey) -> tuple[scope_mod.Scope, ...]:
+        return self._by_key.get(key, ())
+
+    def all(self) -> Mapping[scope_mod.Scope, ScopeState]:
+        return self._scopes
+
+    def streamed_by_project(self) -> dict[tuple[str, str], set[scope_mod.Scope]]:
+        """Scopes that want a stream, grouped by (identity, project): one stream group each."""
+        groups: dict[tuple[str, str], set[scope_mod.Scope]] = defaultdict(set)
+        for scope, state in self._scopes.items():
+            if state.streamed:
+                groups[(scope.identity_key, scope.project_id)].add(scope)
+        return groups
+
+    def interval(self, scope: scope_mod.Scope, *, streaming_seconds: float) -> float:
+        """Resync period: relaxed while the scope's stream is healthy, else the shortest asked for."""
+        state = self._scopes[scope]
+        polling = min((self._intervals.get(k, 300.0) for k in state.keys), default=300.0)
+        if state.mode == reasons.STREAMING:
+            return max(polling, streaming_seconds)
+        return polling
+
+    def due(self, now: float, *, streaming_seconds: float) -> list[scope_mod.Scope]:
+        """Scopes whose resync is due; their next due time moves on (with jitter)."""
+        due: list[scope_mod.Scope] = []
+        for scope, state in self._scopes.items():
+            if state.next_due <= now:
+                due.append(scope)
+                state.fresh_after = now
+                state.next_due = now + self._jittered(self.interval(scope, streaming_seconds=streaming_seconds))
+        return due
+
+    def _jittered(self, seconds: float) -> float:
+        return seconds * (1.0 + self._rng.uniform(-self._jitter, self._jitter))
+
+
+@dataclass
+class TargetCache:
+    """Managed Secrets/ConfigMaps as the watch last saw them, and what we wrote last."""
+
+    objects: dict[TargetKey, dict[str, Any]] = field(default_factory=dict)
+    owners: dict[TargetKey, SyncKey] = field(default_factory=dict)
+    written_versions: dict[TargetKey, str] = field(default_factory=dict)
+
+    def is_echo(self, key: TargetKey, resource_version: str | None) -> bool:
+        """A watch event of our own write: nothing to repair."""
+        return resource_version is not None and self.written_versions.get(key) == resource_version

@@ -1,0 +1,239 @@
+"""One pooled HTTP connection to the service: send, map failures to ``errors``, decode bodies.
+
+This is where httpx is used; every httpx exception is translated here (``raise ... from``), so
+nothing above this module sees one. Response bodies of successful calls may hold secret values:
+they are never echoed into messages, only the endpoint and the schema locations that failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import ssl
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import httpx
+import pydantic
+
+from secretferry.service import errors, wire
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+# A reachable service accepts a TCP/TLS connection within a few round trips; waiting longer only
+# delays the retry. Applies to ordinary calls and to opening a stream.
+CONNECT_TIMEOUT_SECONDS = 5.0
+
+# The service sends a heartbeat every 15 s; a stream that has been silent for three of them is dead.
+HEARTBEAT_INTERVAL_SECONDS = 15.0
+MIN_STREAM_READ_TIMEOUT_SECONDS = 3 * HEARTBEAT_INTERVAL_SECONDS
+
+# httpx exception messages are OS/protocol errors (no headers, no bodies); cap them anyway.
+_MAX_TRANSPORT_MESSAGE_LENGTH = 200
+
+Params = Sequence[tuple[str, str]] | None
+
+
+def ssl_verify(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext | bool:
+    """A CA bundle given as text (PEM) or as a file path becomes an SSL context.
+
+    httpx 0.28 deprecates ``verify=<path>``; building the context ourselves also accepts inline PEM,
+    which is how a CR's ``spec.tls.caBundle`` arrives.
+    """
+    if not isinstance(verify, str):
+        return verify
+    try:
+        if "-----BEGIN" in verify:
+            return ssl.create_default_context(cadata=verify)
+        return ssl.create_default_context(cafile=verify)
+    except (OSError, ssl.SSLError) as exc:
+        raise errors.ValidationError("the CA bundle cannot be loaded", field="verify") from exc
+
+
+def _transport_error(endpoint: str, exc: httpx.HTTPError) -> errors.ServiceError:
+    detail = f"{type(exc).__name__}: {exc}"[:_MAX_TRANSPORT_MESSAGE_LENGTH]
+    if isinstance(exc, httpx.TimeoutException):
+        return errors.Unavailable(f"{endpoint}: timed out ({detail})")
+    if isinstance(exc, httpx.DecodingError):
+        return errors.ProtocolError(f"{endpoint}: the response could not be decoded ({detail})")
+    if isinstance(exc, httpx.TransportError):
+        return errors.Unavailable(f"{endpoint}: connection failed ({detail})")
+    return errors.ProtocolError(f"{endpoint}: request failed ({detail})")
+
+
+def _content_type(response: httpx.Response) -> str:
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+class Connection:
+    """The shared pool plus URL building; a ``ServiceClient`` and its token views share one."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        verify: ssl.SSLContext | str | bool,
+        timeout: float,
+        stream_read_timeout: float,
+        transport: httpx.AsyncBaseTransport | None,
+        user_agent: str,
+    ) -> None:
+        if stream_read_timeout <= MIN_STREAM_READ_TIMEOUT_SECONDS:
+            raise errors.ValidationError(
+                f"stream_read_timeout must exceed {MIN_STREAM_READ_TIMEOUT_SECONDS:g} s (three heartbeats)",
+                field="stream_read_timeout",
+            )
+        self.api_root = wire.api_root(base_url)
+        connect = min(CONNECT_TIMEOUT_SECONDS, timeout)
+        # Ordinary calls: ``timeout`` (default 10 s) to read an answer; list calls are per scope
+        # and small, so a slower answer means an overloaded service, better retried with backoff.
+        self._call_timeout = httpx.Timeout(timeout, connect=connect)
+        # Streams: silence is normal between events, heartbeats break it every 15 s.
+        self._stream_timeout = httpx.Timeout(timeout, connect=connect, read=stream_read_timeout)
+        self._http = httpx.AsyncClient(
+            verify=ssl_verify(verify),
+            timeout=self._call_timeout,
+            transport=transport,
+            headers={"User-Agent": user_agent, "Accept": "application/json"},
+            follow_redirects=False,
+        )
+
+    def url(self, path: str) -> str:
+        """``/api/v4/secrets`` → ``<api root>/v4/secrets`` (paths are written as in the reference)."""
+        if not path.startswith("/api/"):
+            raise ValueError(f"API paths start with /api/: {path!r}")
+        return self.api_root + path[len("/api") :]
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        endpoint: str,
+        token: str | None,
+        params: Params = None,
+        json_body: object | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """Send one request and read its answer; transport failures become ``errors``."""
+        all_headers = dict(headers or {})
+        if token is not None:
+            all_headers["Authorization"] = f"Bearer {token}"
+        try:
+            return await self._http.request(
+                method,
+                self.url(path),
+                params=tuple(params) if params else None,
+                json=json_body,
+                headers=all_headers,
+            )
+        except httpx.HTTPError as exc:
+            raise _transport_error(endpoint, exc) from exc
+
+    def raise_for_status(self, response: httpx.Response, *, endpoint: str, subscribe: bool = False) -> None:
+        if 200 <= response.status_code < 300:
+            return
+        raise wire.error_for(
+            response.status_code,
+            wire.decode_error_body(response.content),
+            endpoint=endpoint,
+            retry_after_header=response.headers.get("retry-after"),
+            subscribe=subscribe,
+            reason=response.reason_phrase,
+        )
+
+    def json(self, response: httpx.Response, *, endpoint: str) -> Any:
+        """The JSON body of a successful answer (content type and syntax checked)."""
+        self.raise_for_status(response, endpoint=endpoint)
+        content_type = _content_type(response)
+        if content_type and not (content_type == "application/json" or content_type.endswith("+json")):
+            raise errors.ProtocolError(
+                f"{endpoint}: expected a JSON answer, got content type {content_type!r}",
+                status_code=response.status_code,
+            )
+        try:
+            return json.loads(response.content)
+        except ValueError as exc:
+            raise errors.ProtocolError(
+                f"{endpoint}: the answer is not valid JSON", status_code=response.status_code
+            ) from exc
+
+    @staticmethod
+    def validate(model: type[M], data: Any, *, endpoint: str) -> M:
+        """Validate a decoded body; failures name the endpoint and locations, never the values."""
+        try:
+            return model.model_validate(data)
+        except pydantic.ValidationError as exc:
+            locations = sorted({".".join(str(p) for p in error["loc"]) or "<body>" for error in exc.errors()})
+            shown = ", ".join(locations[:5]) + (", …" if len(locations) > 5 else "")
+            raise errors.ProtocolError(
+                f"{endpoint}: the answer does not match the expected schema (at {shown})"
+            ) from None
+
+    async def call(
+        self,
+        model: type[M],
+        method: str,
+        path: str,
+        *,
+        endpoint: str,
+        token: str | None,
+        params: Params = None,
+        json_body: object | None = None,
+    ) -> M:
+        response = await self.send(
+            method, path, endpoint=endpoint, token=token, params=params, json_body=json_body
+        )
+        return self.validate(model, self.json(response, endpoint=endpoint), endpoint=endpoint)
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        endpoint: str,
+        token: str | None,
+        json_body: object | None = None,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Open an SSE response; refusals (JSON errors before the stream) raise mapped errors."""
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        request = self._http.build_request(
+            method, self.url(path), json=json_body, headers=headers, timeout=self._stream_timeout
+        )
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise _transport_error(endpoint, exc) from exc
+        chunks = self._chunks(response, endpoint=endpoint)
+        try:
+            if not 200 <= response.status_code < 300:
+                try:
+                    await response.aread()
+                except httpx.HTTPError as exc:
+                    raise _transport_error(endpoint, exc) from exc
+                self.raise_for_status(response, endpoint=endpoint, subscribe=True)
+            content_type = _content_type(response)
+            if content_type != "text/event-stream":
+                raise errors.ProtocolError(
+                    f"{endpoint}: expected text/event-stream, got content type {content_type or 'none'!r}",
+                    status_code=response.status_code,
+                )
+            yield chunks
+        finally:
+            await chunks.aclose()
+            await response.aclose()
+
+    @staticmethod
+    async def _chunks(response: httpx.Response, *, endpoint: str) -> AsyncGenerator[bytes, None]:
+        try:
+            async for chunk in response.aiter_bytes():
+                yield chunk
+        except httpx.HTTPError as exc:
+            raise _transport_error(f"{endpoint} (stream)", exc) from exc

@@ -1,0 +1,250 @@
+"""What `helm template` renders for each supported configuration (no cluster needed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from chart_helpers import CHART, Helm, Manifest, Render, by_kind, one
+
+CI = CHART / "ci"
+
+
+def _container(docs: list[Manifest]) -> dict[str, Any]:
+    containers = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    container: dict[str, Any] = containers[0]
+    return container
+
+
+def _env(docs: list[Manifest]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in _container(docs)["env"]}
+
+
+def _rules(role: Manifest) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) triples, for exact comparisons."""
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_deployment_is_restricted(render: Render) -> None:
+    docs = render()
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    container = _container(docs)
+    assert container["args"] == ["run"]
+    sc = container["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 65532
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in pod["volumes"]
+    probe = container["livenessProbe"]["httpGet"]
+    assert probe == {"path": "/healthz", "port": "liveness"}
+    assert {"name": "liveness", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
+    assert container["resources"]["requests"]
+
+
+def test_values_map_onto_settings(render: Render) -> None:
+    env = _env(
+        render(
+            set_values=[
+                "config.defaultHostAPI=https://secrets.example.com",
+                "config.logLevel=DEBUG",
+                "config.logFormat=text",
+                "config.workers=8",
+                "config.defaultRefreshIntervalSeconds=60",
+                "config.streamingRefreshIntervalSeconds=1800",
+                "config.rolloutCooldownSeconds=5",
+                "metrics.port=9090",
+                "livenessPort=9091",
+                "scope.namespaces={a,b}",
+            ]
+        )
+    )
+    assert env["SECRETFERRY_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["SECRETFERRY_WATCH_NAMESPACES"] == "a,b"
+    assert env["SECRETFERRY_DEFAULT_HOST_API"] == "https://secrets.example.com"
+    assert env["SECRETFERRY_LOG_LEVEL"] == "DEBUG"
+    assert env["SECRETFERRY_LOG_FORMAT"] == "text"
+    assert env["SECRETFERRY_WORKERS"] == "8"
+    assert env["SECRETFERRY_DEFAULT_REFRESH_INTERVAL_SECONDS"] == "60"
+    assert env["SECRETFERRY_STREAMING_REFRESH_INTERVAL_SECONDS"] == "1800"
+    assert env["SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS"] == "5"
+    assert env["SECRETFERRY_METRICS_PORT"] == "9090"
+    assert env["SECRETFERRY_LIVENESS_PORT"] == "9091"
+    assert env["SECRETFERRY_PEERING"] == ""
+
+
+def test_env_is_accepted_by_the_operator_settings(render: Render, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every SECRETFERRY_* variable the chart sets exists in Settings and parses."""
+    from secretferry import settings
+
+    env = _env(render(CI / "ha-values.yaml"))
+    known = {f"SECRETFERRY_{name.upper()}" for name in settings.Settings.model_fields}
+    ours = {k: v for k, v in env.items() if k.startswith("SECRETFERRY_")}
+    assert set(ours) <= known, set(ours) - known
+    for key, value in ours.items():
+        monkeypatch.setenv(key, value if isinstance(value, str) else "secretferry-system")
+    loaded = settings.load()
+    assert loaded.peering == "ci-secretferry"
+    assert loaded.metrics_port == 8080 and loaded.liveness_port == 8081
+
+
+def test_metrics_disabled_sets_port_zero_and_drops_the_service(render: Render) -> None:
+    docs = render(CI / "no-crds-values.yaml")
+    assert _env(docs)["SECRETFERRY_METRICS_PORT"] == "0"
+    assert by_kind(docs, "Service") == []
+
+
+def test_cluster_wide_rbac(render: Render) -> None:
+    docs = render()
+    role = one(docs, "ClusterRole")
+    rules = _rules(role)
+    for verb in ("get", "list", "watch", "create", "patch", "update", "delete"):
+        assert ("", "secrets", verb) in rules
+        assert ("", "configmaps", verb) in rules
+    for kind in ("secretsyncs", "machineidentities", "clustermachineidentities"):
+        assert {(("secretferry.io", kind, v)) for v in ("get", "list", "watch", "patch")} <= rules
+        assert {("secretferry.io", f"{kind}/status", v) for v in ("get", "patch", "update")} <= rules
+    assert ("", "serviceaccounts/token", "create") in rules
+    assert ("events.k8s.io", "events", "create") in rules
+    assert ("argoproj.io", "rollouts", "patch") in rules
+    assert ("apiextensions.k8s.io", "customresourcedefinitions", "list") in rules
+    assert not any(group == "kopf.dev" for group, _, _ in rules)
+    assert not any(verb in {"*", "escalate", "bind", "impersonate"} for _, _, verb in rules)
+    assert not any(res in {"*", "clusterroles", "roles"} for _, res, _ in rules)
+    assert by_kind(docs, "Role") == []
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ci-secretferry", "namespace": "secretferry-system"}]
+
+
+def test_namespaced_rbac(render: Render) -> None:
+    docs = render(CI / "namespaced-values.yaml")
+    cluster_rules = _rules(one(docs, "ClusterRole"))
+    assert {res for _, res, _ in cluster_rules} == {
+        "clustermachineidentities",
+        "clustermachineidentities/status",
+        "namespaces",
+        "customresourcedefinitions",
+    }
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by_kind(docs, "Role")}
+    assert set(roles) == {
+        ("secretferry-ci-a", "ci-secretferry"),
+        ("secretferry-ci-b", "ci-secretferry"),
+        ("secretferry-system", "ci-secretferry-hmac-key"),
+    }
+    assert ("", "secrets", "delete") in _rules(roles["secretferry-ci-a", "ci-secretferry"])
+    hmac = roles["secretferry-system", "ci-secretferry-hmac-key"]
+    assert [r.get("resourceNames") for r in hmac["rules"]] == [None, ["secretferry-hmac-key"]]
+    assert hmac["rules"][0]["verbs"] == ["create"]
+    bindings = {(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in by_kind(docs, "RoleBinding")}
+    assert bindings == set(roles)
+
+
+def test_ha_has_peering_and_pdb(render: Render) -> None:
+    docs = render(CI / "ha-values.yaml")
+    assert one(docs, "Deployment")["spec"]["replicas"] == 3
+    assert "strategy" not in one(docs, "Deployment")["spec"]
+    assert _env(docs)["SECRETFERRY_PEERING"] == "ci-secretferry"
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    crds = {c["metadata"]["name"] for c in by_kind(docs, "CustomResourceDefinition")}
+    assert {"kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"} <= crds
+    peering = one(docs, "ClusterKopfPeering")
+    assert peering["metadata"]["name"] == "ci-secretferry"
+    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    assert ("kopf.dev", "clusterkopfpeerings", "patch") in _rules(one(docs, "ClusterRole"))
+
+
+def test_namespaced_ha_peers_per_namespace(render: Render) -> None:
+    docs = render(CI / "namespaced-values.yaml", CI / "ha-values.yaml")
+    assert {p["metadata"]["namespace"] for p in by_kind(docs, "KopfPeering")} == {
+        "secretferry-ci-a",
+        "secretferry-ci-b",
+    }
+    assert by_kind(docs, "ClusterKopfPeering") == []
+    for role in by_kind(docs, "Role"):
+        if role["metadata"]["name"] == "ci-secretferry":
+            assert ("kopf.dev", "kopfpeerings", "patch") in _rules(role)
+
+
+def test_single_replica_is_standalone(render: Render) -> None:
+    docs = render()
+    assert one(docs, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    assert by_kind(docs, "PodDisruptionBudget") == []
+    assert by_kind(docs, "ClusterKopfPeering") == []
+
+
+def test_service_monitor(render: Render) -> None:
+    assert by_kind(render(CI / "no-servicemonitor-values.yaml"), "ServiceMonitor") == []
+    monitor = one(render(CI / "servicemonitor-values.yaml"), "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+
+
+def test_metrics_service(render: Render) -> None:
+    service = one(render(), "Service")
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+
+
+@pytest.mark.parametrize(
+    ("set_values", "message"),
+    [
+        (["replicaCount=2"], "peering"),
+        (["config.logFormat=xml"], "logFormat"),
+        (["scope.namespaces={Not_A_Namespace}"], "namespaces"),
+        (["unknownKey=1"], "unknownKey"),
+        (["serviceMonitor.enabled=true", "metrics.enabled=false"], "metrics.enabled"),
+    ],
+)
+def test_bad_values_are_refused(helm: Helm, set_values: list[str], message: str) -> None:
+    args = ["template", "ci", str(CHART)]
+    for s in set_values:
+        args += ["--set", s]
+    out = helm(*args, check=False)
+    assert "Error" in out and message in out, out
+
+
+def test_schema_is_valid_json_and_covers_every_top_level_value() -> None:
+    import yaml
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(values) <= set(schema["properties"])
+
+
+def test_every_value_is_documented() -> None:
+    """helm-docs style: each top-level key is preceded by a `# --` comment or holds documented keys."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    undocumented = []
+    for i, line in enumerate(lines):
+        if not line or line.startswith((" ", "#", "-")) or ":" not in line:
+            continue
+        block = []
+        j = i - 1
+        while j >= 0 and lines[j].startswith("#"):
+            block.append(lines[j])
+            j -= 1
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        has_documented_children = following.startswith("  ") and any(
+            ln.strip().startswith("# --") for ln in lines[i + 1 : i + 4]
+        )
+        if not any(b.startswith("# --") for b in block) and not has_documented_children:
+            undocumented.append(line.split(":")[0])
+    assert not undocumented, undocumented
+
+
+def test_notes_render(helm: Helm) -> None:
+    out = helm("install", "ci", str(CHART), "--dry-run=client", "--namespace", "ops")
+    assert "kubectl get ssync" in out
+    assert "MachineIdentity" in out and "SecretSync" in out

@@ -1,0 +1,147 @@
+"""Connecting: admin client certs, ServiceAccount tokens, in-cluster config, $KUBECONFIG; error mapping."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from kubernetes_asyncio.config import incluster_config
+
+from secretferry.devcluster.cluster import ControlPlane, free_port
+from secretferry.kube import client, errors
+
+pytestmark = pytest.mark.integration
+
+
+def _token_kubeconfig(cp: ControlPlane, token: str, path: Path, *, server: str | None = None) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": server or cp.server,
+                    "certificate-authority-data": base64.b64encode(cp.ca_pem.encode()).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _reader_token(cp: ControlPlane, namespace: str) -> str:
+    """A ServiceAccount allowed to read Secrets in ``namespace`` and nothing else."""
+    cp.kubectl("create", "serviceaccount", "reader", "-n", namespace)
+    cp.kubectl("create", "role", "read-secrets", "--verb=get,list", "--resource=secrets", "-n", namespace)
+    cp.kubectl(
+        "create",
+        "rolebinding",
+        "reader",
+        "--role=read-secrets",
+        f"--serviceaccount={namespace}:reader",
+        "-n",
+        namespace,
+    )
+    return cp.token_for(namespace, "reader")
+
+
+async def test_admin_kubeconfig(kube: client.Kube, control_plane: ControlPlane) -> None:
+    version = await kube.request("GET", "/version")
+    assert version["major"] == "1"
+    assert kube.server == control_plane.server
+
+
+async def test_errors_are_mapped(kube: client.Kube, namespace: str) -> None:
+    with pytest.raises(errors.NotFound) as caught:
+        await kube.request("GET", f"/api/v1/namespaces/{namespace}/secrets/nope")
+    assert caught.value.status == 404
+    assert caught.value.reason == "NotFound"
+    with pytest.raises(errors.Invalid):
+        await kube.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/configmaps",
+            body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Not_Valid"}},
+        )
+
+
+async def test_service_account_token_kubeconfig(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    token = _reader_token(control_plane, namespace)
+    kube = await client.connect(kubeconfig=str(_token_kubeconfig(control_plane, token, tmp_path / "kc")))
+    try:
+        listed = await kube.request("GET", f"/api/v1/namespaces/{namespace}/secrets")
+        assert listed["items"] == []
+        with pytest.raises(errors.Forbidden):
+            await kube.request("GET", "/api/v1/namespaces")
+    finally:
+        await kube.close()
+
+
+async def test_bad_token_is_unauthorized(control_plane: ControlPlane, tmp_path: Path) -> None:
+    kube = await client.connect(kubeconfig=str(_token_kubeconfig(control_plane, "garbage", tmp_path / "kc")))
+    try:
+        with pytest.raises(errors.Unauthorized):
+            await kube.request("GET", "/api/v1/namespaces")
+    finally:
+        await kube.close()
+
+
+async def test_in_cluster_config(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token_file, ca_file = tmp_path / "token", tmp_path / "ca.crt"
+    token_file.write_text(_reader_token(control_plane, namespace))
+    ca_file.write_text(control_plane.ca_pem)
+    server = urlsplit(control_plane.server)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", str(server.hostname))
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token_file))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca_file))
+    kube = await client.connect()
+    try:
+        listed = await kube.request("GET", f"/api/v1/namespaces/{namespace}/secrets")
+        assert listed["kind"] == "SecretList"
+    finally:
+        await kube.close()
+
+
+async def test_kubeconfig_env_fallback(control_plane: ControlPlane, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
+    kube = await client.connect()
+    try:
+        assert (await kube.request("GET", "/version"))["major"] == "1"
+    finally:
+        await kube.close()
+
+
+async def test_no_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    with pytest.raises(errors.NotConfigured):
+        await client.connect()
+
+
+async def test_connection_refused_is_unavailable(control_plane: ControlPlane, tmp_path: Path) -> None:
+    dead = f"https://127.0.0.1:{free_port()}"
+    kube = await client.connect(
+        kubeconfig=str(_token_kubeconfig(control_plane, "t", tmp_path / "kc", server=dead))
+    )
+    try:
+        with pytest.raises(errors.Unavailable) as caught:
+            await kube.request("GET", "/version")
+        assert caught.value.status == 0
+        assert isinstance(caught.value.__cause__, Exception)
+        json.dumps(str(caught.value))  # printable
+    finally:
+        await kube.close()

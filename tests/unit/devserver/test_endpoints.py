@@ -1,0 +1,120 @@
+"""Writes, folders, imports, privileges (v1/v2), removals, memberships, dynamic secrets, errors, limits."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from devserver_fixtures import ADMIN, ADMIN_ID, LIMITED_ID, OUTSIDER, PROJECT, VIEWER, VIEWER_ID
+
+SECRETS = "/api/v4/secrets"
+V1 = "/api/v1/additional-privilege/identity"
+
+
+async def test_v4_create_update_rename_delete(client: httpx.AsyncClient) -> None:
+    body = {"projectId": PROJECT, "environment": "dev", "secretPath": "/new", "secretValue": "v"}
+    created = await client.post(f"{SECRETS}/NEW", json={**body, "tagIds": ["db"]}, headers=ADMIN)
+    assert created.status_code == 200 and created.json()["secret"]["secretKey"] == "NEW"
+    assert (await client.post(f"{SECRETS}/NEW", json=body, headers=ADMIN)).status_code == 400
+    renamed = await client.patch(f"{SECRETS}/NEW", json={**body, "newSecretName": "NEWER"}, headers=ADMIN)
+    assert renamed.json()["secret"]["secretKey"] == "NEWER" and renamed.json()["secret"]["version"] == 2
+    gone = await client.request("DELETE", f"{SECRETS}/NEWER", json=body, headers=ADMIN)
+    assert gone.status_code == 200
+    missing = await client.request("DELETE", f"{SECRETS}/NEWER", json=body, headers=ADMIN)
+    assert missing.status_code == 404 and missing.json()["error"] == "NotFound"
+    assert (await client.post(f"{SECRETS}/X", json=body, headers=VIEWER)).status_code == 403
+
+
+async def test_batch_delete_and_its_minimum(client: httpx.AsyncClient) -> None:
+    body = {"projectId": PROJECT, "environment": "dev", "secrets": [{"secretKey": "A", "type": "shared"}]}
+    r = await client.request("DELETE", f"{SECRETS}/batch", json=body, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["secrets"][0]["secretKey"] == "A"
+    assert "secretPath" not in r.json()["secrets"][0]
+    empty = await client.request("DELETE", f"{SECRETS}/batch", json={**body, "secrets": []}, headers=ADMIN)
+    assert empty.status_code == 422 and isinstance(empty.json()["message"], list)
+
+
+async def test_folder_create_and_import_reorder(client: httpx.AsyncClient) -> None:
+    r = await client.post(
+        "/api/v2/folders", json={"projectId": PROJECT, "environment": "dev", "name": "svc", "path": "/app"}, headers=ADMIN
+    )
+    assert r.status_code == 200 and r.json()["folder"]["path"] == "/app/svc"
+    body = {"projectId": PROJECT, "environment": "dev", "path": "/", "import": {"position": 1}}
+    r = await client.patch("/api/v2/secret-imports/imp-2", json=body, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["secretImport"]["position"] == 1
+    listed = await client.get(SECRETS, params={"projectId": PROJECT, "environment": "dev"}, headers=ADMIN)
+    assert [g["secretPath"] for g in listed.json()["imports"]] == ["/other", "/shared"]
+
+
+async def test_v1_privileges_lifecycle(client: httpx.AsyncClient) -> None:
+    create = {
+        "identityId": VIEWER_ID, "projectSlug": "proj", "slug": "tmp", "temporaryMode": "relative",
+        "temporaryRange": "1h", "temporaryAccessStartTime": "2026-01-01T00:00:00Z",
+        "privilegePermission": {"actions": ["read"], "subject": "secrets", "conditions": {"environment": "prod"}},
+    }  # fmt: skip
+    r = await client.post(f"{V1}/temporary", json=create, headers=ADMIN)
+    priv = r.json()["privilege"]
+    assert r.status_code == 200 and priv["temporaryAccessEndTime"] == "2026-01-01T01:00:00.000Z"
+    assert priv["projectMembershipId"]
+    query = {"identityId": VIEWER_ID, "projectSlug": "proj"}
+    assert (await client.get(f"{V1}/tmp", params=query, headers=ADMIN)).json()["privilege"]["id"] == priv["id"]
+    assert len((await client.get(V1, params=query, headers=ADMIN)).json()["privileges"]) == 1
+    upd = {**query, "privilegeSlug": "tmp", "privilegeDetails": {"slug": "tmp2", "temporaryRange": "30s"}}
+    r = await client.patch(V1, json=upd, headers=ADMIN)
+    assert r.json()["privilege"]["slug"] == "tmp2" and r.json()["privilege"]["temporaryAccessEndTime"].endswith("00:30.000Z")
+    r = await client.request("DELETE", V1, json={**query, "privilegeSlug": "tmp2"}, headers=ADMIN)
+    assert r.status_code == 200
+    assert (await client.get(f"{V1}/tmp2", params=query, headers=ADMIN)).status_code == 404
+    assert (await client.post(f"{V1}/temporary", json=create, headers=VIEWER)).status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("change", "status"),
+    [({"slug": "x" * 61}, 422), ({"slug": ""}, 422), ({"identityId": ""}, 422), ({"temporaryMode": "absolute"}, 422)],
+)
+async def test_privilege_limits(client: httpx.AsyncClient, change: dict[str, str], status: int) -> None:
+    body = {"identityId": VIEWER_ID, "projectSlug": "proj", "temporaryMode": "relative", "temporaryRange": "1m",
+            "temporaryAccessStartTime": "2026-01-01T00:00:00Z", **change}  # fmt: skip
+    r = await client.post(f"{V1}/temporary", json=body, headers=ADMIN)
+    assert r.status_code == status and isinstance(r.json()["message"], list)
+
+
+async def test_v2_privilege_update_and_delete(client: httpx.AsyncClient) -> None:
+    body = {"slug": "renamed", "permissions": [{"action": ["read"], "subject": "secrets"}], "type": {"isTemporary": False}}
+    r = await client.patch("/api/v2/identity-project-additional-privilege/priv-1", json=body, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["privilege"]["slug"] == "renamed"
+    assert "projectMembershipId" not in r.json()["privilege"]
+    r = await client.delete("/api/v2/identity-project-additional-privilege/priv-1", headers=ADMIN)
+    assert r.status_code == 200
+    query = {"identityId": LIMITED_ID, "projectSlug": "proj"}
+    assert (await client.get(V1, params=query, headers=ADMIN)).json()["privileges"] == []
+
+
+async def test_remove_auth_methods_and_membership(client: httpx.AsyncClient) -> None:
+    r = await client.delete(f"/api/v1/auth/universal-auth/identities/{ADMIN_ID}", headers=ADMIN)
+    ua = r.json()["identityUniversalAuth"]
+    assert ua["clientId"] == "cid" and "_clientSecret" not in ua and ua["accessTokenTTL"] == 100
+    assert (await client.delete(f"/api/v1/auth/universal-auth/identities/{ADMIN_ID}", headers=ADMIN)).status_code == 404
+    r = await client.delete(f"/api/v1/auth/kubernetes-auth/identities/{ADMIN_ID}", headers=ADMIN)
+    assert r.json()["identityKubernetesAuth"]["allowedNamespaces"] == "ns"
+    r = await client.delete("/api/v2/organizations/org-1/memberships/mem-1", headers=ADMIN)
+    assert r.json()["membership"]["status"] == "invited"
+    assert (await client.delete("/api/v2/organizations/org-1/memberships/mem-1", headers=VIEWER)).status_code == 403
+
+
+async def test_dynamic_secret_and_project_slug(client: httpx.AsyncClient) -> None:
+    query = {"projectSlug": "proj", "environmentSlug": "dev"}
+    r = await client.get("/api/v1/dynamic-secrets/pg", params=query)
+    assert r.status_code == 200 and r.json()["dynamicSecret"]["type"] == "sql-database"
+    assert (await client.get("/api/v1/dynamic-secrets/pg", params={"projectSlug": "proj"})).status_code == 422
+    r = await client.get("/api/v1/projects/slug/proj", headers=VIEWER)
+    assert r.json()["id"] == PROJECT
+    assert (await client.get("/api/v1/projects/slug/proj", headers=OUTSIDER)).status_code == 403
+
+
+async def test_error_shapes(client: httpx.AsyncClient) -> None:
+    r = await client.get("/api/v9/nothing", headers=ADMIN)
+    assert r.status_code == 404 and set(r.json()) == {"reqId", "statusCode", "message", "error"}
+    r = await client.get(SECRETS, params={"projectId": PROJECT, "environment": "dev"})
+    assert r.status_code == 401 and r.json()["statusCode"] == 401
+    r = await client.get(SECRETS, params={"projectId": PROJECT, "environment": "dev", "recursive": "maybe"}, headers=ADMIN)
+    assert r.status_code == 422 and isinstance(r.json()["message"], list)

@@ -1,0 +1,188 @@
+"""SecretSync parsing, defaults and validation."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from secretferry import models
+
+
+def body(spec: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    base_spec: dict[str, Any] = {
+        "identityRef": {"name": "mi"},
+        "sources": [{"projectId": "p1", "environment": "dev"}],
+    }
+    return {
+        "apiVersion": "secretferry.io/v1alpha1",
+        "kind": "SecretSync",
+        "metadata": {
+            "name": "app",
+            "namespace": "team-a",
+            "uid": "uid-1",
+            "generation": 7,
+            "annotations": {"a": "b"},
+            "resourceVersion": "42",
+        },
+        "spec": {**base_spec, **(spec or {})},
+        **extra,
+    }
+
+
+def test_defaults() -> None:
+    sync = models.SecretSync.from_body(body())
+    spec = sync.spec
+    assert spec.identity_ref.kind == "MachineIdentity"
+    source = spec.sources[0]
+    assert (source.path, source.recursive, source.include_imports, source.expand_references) == ("/", False, True, True)
+    assert (source.tag_slugs, source.metadata_filter, source.include_keys, source.exclude_keys) == ([], [], [], [])
+    target = spec.target
+    assert (target.name, target.kind, target.type) == (None, "Secret", "Opaque")
+    assert (target.creation_policy, target.deletion_policy, target.template) == ("Owner", "Retain", None)
+    assert spec.refresh_interval == "5m"
+    assert spec.refresh_interval_seconds == 300.0
+    assert spec.instant_updates is True
+    assert spec.rollout_restart_targets == []
+    assert sync.target_name == "app"
+    assert (sync.metadata.uid, sync.metadata.generation, sync.metadata.resource_version) == ("uid-1", 7, "42")
+    assert sync.metadata.annotations == {"a": "b"}
+    assert sync.status == models.SecretSyncStatus()
+
+
+def test_full_spec_round_trips_by_alias() -> None:
+    spec = {
+        "identityRef": {"kind": "ClusterMachineIdentity", "name": "shared"},
+        "sources": [
+            {
+                "projectSlug": "web",
+                "environment": "prod",
+                "path": "/app",
+                "recursive": True,
+                "includeImports": False,
+                "expandReferences": False,
+                "tagSlugs": ["t"],
+                "metadataFilter": [{"key": "k", "value": "v"}],
+                "includeKeys": ["DB_*"],
+                "excludeKeys": ["*_OLD"],
+            }
+        ],
+        "target": {
+            "name": "web-secrets",
+            "kind": "Secret",
+            "type": "kubernetes.io/basic-auth",
+            "labels": {"l": "1"},
+            "annotations": {"n": "2"},
+            "template": {"data": {"username": "{{ DB_USER }}"}, "includeAll": True},
+            "creationPolicy": "Merge",
+            "deletionPolicy": "Delete",
+        },
+        "refreshInterval": "1h30m",
+        "instantUpdates": False,
+        "rolloutRestartTargets": [{"kind": "Deployment", "name": "web"}],
+    }
+    sync = models.SecretSync.from_body(body(spec))
+    assert sync.spec.model_dump(by_alias=True, exclude_none=True) == spec
+    assert sync.target_name == "web-secrets"
+    assert sync.spec.refresh_interval_seconds == 5400.0
+
+
+def test_status_parses() -> None:
+    status = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "AuthFailed",
+                "message": "login rejected",
+                "observedGeneration": 7,
+                "lastTransitionTime": "2025-01-02T03:04:05Z",
+            }
+        ],
+        "observedGeneration": 7,
+        "lastSyncTime": "2025-01-02T03:04:05Z",
+        "syncedKeys": ["A", "B"],
+        "syncedKeyCount": 2,
+        "updateMode": "Polling",
+        "updateModeReason": "StreamUnavailable",
+        "dataHMAC": "ab" * 32,
+        "target": {"kind": "Secret", "name": "app"},
+    }
+    sync = models.SecretSync.from_body(body(status=status))
+    assert sync.status.data_hmac == "ab" * 32
+    assert sync.status.model_dump(by_alias=True, exclude_none=True, mode="json") == status
+
+
+INVALID = [
+    ({"sources": []}, "spec.sources: list should have at least 1 item"),
+    ({"sources": [{"environment": "dev"}]}, "spec.sources[0]: set exactly one of projectId and projectSlug"),
+    (
+        {"sources": [{"projectId": "a", "projectSlug": "b", "environment": "dev"}]},
+        "spec.sources[0]: set exactly one of projectId and projectSlug",
+    ),
+    ({"sources": [{"projectId": "a"}]}, "spec.sources[0].environment: is required"),
+    ({"sources": [{"projectId": "a", "environment": "dev", "path": "app"}]}, "spec.sources[0].path: string should"),
+    ({"identityRef": {"kind": "Other", "name": "x"}}, "spec.identityRef.kind: input should be"),
+    ({"refreshInterval": "5 minutes"}, "spec.refreshInterval: string should match pattern"),
+    ({"refreshInterval": "0s"}, "spec.refreshInterval: must be at least 1s"),
+    ({"target": {"kind": "ConfigMap", "type": "kubernetes.io/tls"}}, "spec.target: a ConfigMap target has no type"),
+    ({"target": {"type": "kubernetes.io/service-account-token"}}, "spec.target: Secrets of type"),
+    ({"target": {"name": "Not_Valid"}}, "spec.target.name: string should match pattern"),
+    ({"target": {"creationPolicy": "Adopt"}}, "spec.target.creationPolicy: input should be"),
+    ({"target": {"template": {"data": {}}}}, "spec.target.template: template.data is empty"),
+    ({"target": {"template": {"data": {"bad key": "x"}}}}, "spec.target.template.data: invalid data keys ['bad key']"),
+    ({"rolloutRestartTargets": [{"kind": "Pod", "name": "x"}]}, "spec.rolloutRestartTargets[0].kind: input should"),
+    ({"identityRef": None}, "spec.identityRef: input should be"),
+]
+
+
+@pytest.mark.parametrize(("spec", "expected"), INVALID)
+def test_invalid(spec: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        models.SecretSync.from_body(body(spec))
+    assert expected in models.describe_validation_error(info.value)
+
+
+def test_missing_spec() -> None:
+    raw = body()
+    del raw["spec"]
+    with pytest.raises(ValidationError) as info:
+        models.SecretSync.from_body(raw)
+    assert models.describe_validation_error(info.value) == "spec: is required"
+
+
+MARK = "SENSITIVE-VALUE-"
+# Places where a misplaced secret could land; each path gets a value it cannot accept.
+STRING_FIELDS = [
+    ("identityRef", "kind"),
+    ("identityRef", "name"),
+    ("refreshInterval",),
+    ("target", "kind"),
+    ("target", "name"),
+    ("target", "creationPolicy"),
+    ("sources", 0, "path"),
+    ("sources", 0, "recursive"),
+    ("instantUpdates",),
+]
+
+
+@given(
+    path=st.sampled_from(STRING_FIELDS),
+    suffix=st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=300),
+)
+def test_error_description_never_contains_the_value(path: tuple[str | int, ...], suffix: str) -> None:
+    value = MARK + suffix
+    raw = body(copy.deepcopy({"target": {}}))
+    node: Any = raw["spec"]
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    with pytest.raises(ValidationError) as info:
+        models.SecretSync.from_body(raw)
+    text = models.describe_validation_error(info.value)
+    assert MARK not in text
+    assert suffix not in text or len(suffix) < 4  # short suffixes occur in field names by chance

@@ -1,0 +1,165 @@
+"""The committed CRDs in crds/ are exactly what secretferry.crdgen builds, and are structural."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from secretferry import crdgen
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
+CRDS = crdgen.build_crds()
+BY_KIND = {crd["spec"]["names"]["kind"]: crd for crd in CRDS}
+REGENERATE = "regenerate with: python -m secretferry.crdgen crds"
+
+
+def schema(kind: str) -> dict[str, Any]:
+    result: dict[str, Any] = BY_KIND[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return result
+
+
+@pytest.mark.parametrize("crd", CRDS, ids=crdgen.filename)
+def test_committed_file_matches_generator(crd: dict[str, Any]) -> None:
+    path = CRD_DIR / crdgen.filename(crd)
+    assert path.exists(), f"{path} is missing; {REGENERATE}"
+    assert path.read_text(encoding="utf-8") == crdgen.render(crd), f"{path} is stale; {REGENERATE}"
+
+
+def test_no_stray_files() -> None:
+    assert sorted(p.name for p in CRD_DIR.glob("*.yaml")) == sorted(crdgen.filename(c) for c in CRDS)
+
+
+def test_render_round_trips() -> None:
+    for crd in CRDS:
+        assert yaml.safe_load(crdgen.render(crd)) == crd
+
+
+def test_main_writes_files(tmp_path: Path) -> None:
+    written = crdgen.main(tmp_path / "out")
+    assert [p.name for p in written] == [crdgen.filename(c) for c in CRDS]
+
+
+@pytest.mark.parametrize(
+    ("kind", "plural", "scope", "short"),
+    [
+        ("SecretSync", "secretsyncs", "Namespaced", ["ssync"]),
+        ("MachineIdentity", "machineidentities", "Namespaced", ["mid"]),
+        ("ClusterMachineIdentity", "clustermachineidentities", "Cluster", ["cmid"]),
+    ],
+)
+def test_names(kind: str, plural: str, scope: str, short: list[str]) -> None:
+    crd = BY_KIND[kind]
+    assert crd["metadata"]["name"] == f"{plural}.secretferry.io"
+    assert crd["spec"]["group"] == "secretferry.io"
+    assert crd["spec"]["scope"] == scope
+    names = crd["spec"]["names"]
+    assert (names["plural"], names["singular"], names["shortNames"]) == (plural, kind.lower(), short)
+    assert names["categories"] == ["secretferry"]
+    (version,) = crd["spec"]["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+def test_secretsync_printer_columns() -> None:
+    columns = {c["name"]: c for c in BY_KIND["SecretSync"]["spec"]["versions"][0]["additionalPrinterColumns"]}
+    assert list(columns) == ["Ready", "Reason", "Target", "Keys", "Last Sync", "Mode", "Age"]
+    assert columns["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert columns["Reason"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].reason'
+    assert columns["Keys"] == {"name": "Keys", "type": "integer", "jsonPath": ".status.syncedKeyCount"}
+    assert columns["Last Sync"]["type"] == "date"
+    assert columns["Age"]["jsonPath"] == ".metadata.creationTimestamp"
+
+
+def nodes(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, node
+    for name, sub in node.get("properties", {}).items():
+        yield from nodes(sub, f"{path}.{name}")
+    if "items" in node:
+        yield from nodes(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from nodes(node["additionalProperties"], f"{path}{{}}")
+
+
+ALL_NODES = [(kind, path, node) for kind in BY_KIND for path, node in nodes(schema(kind))]
+
+
+@pytest.mark.parametrize(("kind", "path", "node"), ALL_NODES, ids=[f"{k}{p}" for k, p, _ in ALL_NODES])
+def test_structural(kind: str, path: str, node: dict[str, Any]) -> None:
+    assert node["type"] in {"object", "array", "string", "integer", "number", "boolean"}
+    forbidden = {"$ref", "$defs", "anyOf", "oneOf", "allOf", "not", "nullable", "title", "const", "discriminator"}
+    assert not forbidden & set(node)
+    assert not ("properties" in node and "additionalProperties" in node)
+    assert "x-kubernetes-preserve-unknown-fields" not in node or path == ".metadata"
+    if "default" in node:
+        assert isinstance(node["default"], str | bool | int | float)
+        if "enum" in node:
+            assert node["default"] in node["enum"]
+    for required in node.get("required", []):
+        assert required in node["properties"]
+    if node["type"] == "object" and path not in {".metadata"}:
+        assert "properties" in node or "additionalProperties" in node, "an object needs a shape"
+
+
+@pytest.mark.parametrize(("kind", "path", "node"), [n for n in ALL_NODES if "x-kubernetes-validations" in n[2]])
+def test_cel_rules_name_real_fields(kind: str, path: str, node: dict[str, Any]) -> None:
+    for rule in node["x-kubernetes-validations"]:
+        assert rule["message"]
+        for field in re.findall(r"has\(self\.(\w+)\)|self\.(\w+)", rule["rule"]):
+            name = field[0] or field[1]
+            assert name in node.get("properties", {}), f"{path}: rule names unknown field {name}"
+
+
+def test_lists_are_bounded_where_cel_might_iterate() -> None:
+    # Spec lists have maxItems so CEL rules on their items stay inside the apiserver's cost budget.
+    for kind in BY_KIND:
+        for path, node in nodes(schema(kind)["properties"]["spec"], ".spec"):
+            if node["type"] == "array":
+                assert "maxItems" in node, path
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "rule"),
+    [
+        ("SecretSync", ".spec.sources[]", "has(self.projectId) != has(self.projectSlug)"),
+        ("MachineIdentity", ".spec.auth", "(has(self.kubernetes) ? 1 : 0)"),
+        ("ClusterMachineIdentity", ".spec.auth", "(has(self.kubernetes) ? 1 : 0)"),
+        ("ClusterMachineIdentity", ".spec.auth.universal", "has(self.credentialsSecretRef)"),
+        ("SecretSync", ".spec.refreshInterval", "duration(self) >= duration('1s')"),
+    ],
+)
+def test_exactly_one_of_rules_present(kind: str, path: str, rule: str) -> None:
+    node = dict((p, n) for p, n in nodes(schema(kind)))[path]
+    assert any(r["rule"].startswith(rule) for r in node["x-kubernetes-validations"])
+
+
+def test_cluster_kind_requires_namespaces_and_namespaced_kind_has_none() -> None:
+    cluster = dict(nodes(schema("ClusterMachineIdentity")))
+    namespaced = dict(nodes(schema("MachineIdentity")))
+    for ref in (
+        ".spec.auth.kubernetes.serviceAccountRef",
+        ".spec.auth.universal.clientSecretRef",
+        ".spec.auth.universal.credentialsSecretRef",
+        ".spec.auth.accessToken.secretRef",
+        ".spec.tls.caSecretRef",
+    ):
+        assert "namespace" in cluster[ref]["required"], ref
+        assert "namespace" not in namespaced[ref]["properties"], ref
+    assert ".spec.allowedNamespaces" in cluster and ".spec.allowedNamespaces" not in namespaced
+
+
+def test_labels_are_string_maps() -> None:
+    target = dict(nodes(schema("SecretSync")))[".spec.target"]
+    for field in ("labels", "annotations"):
+        assert target["properties"][field] == {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+def test_unsupported_schema_is_refused() -> None:
+    with pytest.raises(crdgen.SchemaError, match="unions"):
+        crdgen.structural({"anyOf": [{"type": "string"}, {"type": "integer"}]})
+    with pytest.raises(crdgen.SchemaError, match="no structural equivalent"):
+        crdgen.structural({"type": "string", "patternProperties": {}})
