@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 DEVCLUSTER_DIR ?= .devcluster
 
 .PHONY: setup control-plane lint typecheck imports test test-unit test-integration demo demo-down \
-        cluster-up cluster-down crds bench clean
+        cluster-up cluster-down crds chart-crds bench clean
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing secretferry with its dev tools"
@@ -42,6 +42,9 @@ test: setup control-plane lint typecheck imports
 
 crds: setup
 	$(BIN)/secretferry crds crds/
+
+chart-crds: crds
+	bash hack/sync-chart-crds.sh
 
 cluster-up: setup control-plane
 	@$(BIN)/python -m secretferry.devcluster up --dir $(DEVCLUSTER_DIR)

@@ -15,7 +15,7 @@ from secretferry import crdgen
 CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
 CRDS = crdgen.build_crds()
 BY_KIND = {crd["spec"]["names"]["kind"]: crd for crd in CRDS}
-REGENERATE = "regenerate with: python -m secretferry.crdgen crds"
+REGENERATE = "regenerate with: secretferry crds (python -m secretferry.crdgen)"
 
 
 def schema(kind: str) -> dict[str, Any]:
@@ -39,9 +39,17 @@ def test_render_round_trips() -> None:
         assert yaml.safe_load(crdgen.render(crd)) == crd
 
 
-def test_main_writes_files(tmp_path: Path) -> None:
-    written = crdgen.main(tmp_path / "out")
-    assert [p.name for p in written] == [crdgen.filename(c) for c in CRDS]
+def test_main_writes_and_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert crdgen.main(["--check", str(out)]) == 1
+    assert crdgen.main([str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(crdgen.filename(c) for c in CRDS)
+    assert crdgen.main(["--check", str(out)]) == 0
+    (out / crdgen.filename(CRDS[0])).write_text("edited", encoding="utf-8")
+    assert crdgen.stale_files(out) == [out / crdgen.filename(CRDS[0])]
+    assert crdgen.main(["--check", str(out)]) == 1
+    assert crdgen.main(["a", "b"]) == 2
+    capsys.readouterr()
 
 
 @pytest.mark.parametrize(
@@ -91,7 +99,18 @@ ALL_NODES = [(kind, path, node) for kind in BY_KIND for path, node in nodes(sche
 @pytest.mark.parametrize(("kind", "path", "node"), ALL_NODES, ids=[f"{k}{p}" for k, p, _ in ALL_NODES])
 def test_structural(kind: str, path: str, node: dict[str, Any]) -> None:
     assert node["type"] in {"object", "array", "string", "integer", "number", "boolean"}
-    forbidden = {"$ref", "$defs", "anyOf", "oneOf", "allOf", "not", "nullable", "title", "const", "discriminator"}
+    forbidden = {
+        "$ref",
+        "$defs",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "not",
+        "nullable",
+        "title",
+        "const",
+        "discriminator",
+    }
     assert not forbidden & set(node)
     assert not ("properties" in node and "additionalProperties" in node)
     assert "x-kubernetes-preserve-unknown-fields" not in node or path == ".metadata"
@@ -105,7 +124,9 @@ def test_structural(kind: str, path: str, node: dict[str, Any]) -> None:
         assert "properties" in node or "additionalProperties" in node, "an object needs a shape"
 
 
-@pytest.mark.parametrize(("kind", "path", "node"), [n for n in ALL_NODES if "x-kubernetes-validations" in n[2]])
+@pytest.mark.parametrize(
+    ("kind", "path", "node"), [n for n in ALL_NODES if "x-kubernetes-validations" in n[2]]
+)
 def test_cel_rules_name_real_fields(kind: str, path: str, node: dict[str, Any]) -> None:
     for rule in node["x-kubernetes-validations"]:
         assert rule["message"]

@@ -24,6 +24,7 @@ import yaml
 
 READY_TIMEOUT_SECONDS = 30.0  # a cold interpreter importing FastAPI on a busy 2-core box
 STOP_TIMEOUT_SECONDS = 10.0
+RESTART_TRIES = 5  # same-port attempts before moving to a fresh port
 _OPERATOR_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -112,8 +113,28 @@ class DevServer:
             process.wait()
 
     def restart(self) -> None:
-        """Stop and start again on the same port and the same SQLite file."""
+        """Stop and start again on the same SQLite file, on the same port when it can be had.
+
+        Another process on this shared machine may grab the port in between; after a few tries the
+        server moves to a fresh port, so read ``base_url`` again after a restart.
+        """
         self.stop()
+        self.start_with_retries(allow_new_port=True)
+
+    def start_with_retries(self, *, allow_new_port: bool) -> None:
+        for _ in range(RESTART_TRIES):
+            try:
+                self.start()
+                return
+            except RuntimeError:
+                if "address already in use" not in self._log_tail().lower():
+                    raise
+                time.sleep(0.5)
+        if not allow_new_port:
+            raise RuntimeError(f"port {self.port} stays in use")
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._admin.base_url = httpx.URL(self.base_url)
         self.start()
 
     def close(self) -> None:
@@ -193,7 +214,7 @@ def run_dev_server(
         seed_path=seed_path, data_dir=data_dir, port=port or free_port(), extra_args=extra_args
     )
     try:
-        server.start()
+        server.start_with_retries(allow_new_port=port is None)
         yield server
     finally:
         server.close()

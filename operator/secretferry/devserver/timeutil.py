@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 
@@ -18,6 +19,7 @@ _UNIT_SECONDS = {
 }
 
 
+@functools.lru_cache(maxsize=8192)  # list responses repeat the same few timestamps
 def iso(epoch: float) -> str:
     """ISO 8601 with milliseconds and ``Z``, like the real service."""
     return (

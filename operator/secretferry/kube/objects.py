@@ -18,6 +18,7 @@ Kind = Literal["Secret", "ConfigMap"]
 FIELD_MANAGER = "secretferry"
 # The apply content type; JSON is a subset of YAML, so the body is sent as JSON.
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 
 _PLURALS: dict[str, str] = {"Secret": "secrets", "ConfigMap": "configmaps"}
 
@@ -62,6 +63,33 @@ async def apply(
         query={"fieldManager": field_manager, "force": force},
         body=manifest,
         content_type=APPLY_PATCH,
+    )
+
+
+async def remove_keys(
+    kube: Kube,
+    *,
+    kind: Kind,
+    namespace: str,
+    name: str,
+    keys: list[str],
+    field_manager: str = FIELD_MANAGER,
+) -> dict[str, Any]:
+    """Remove ``keys`` from the object's data (absent keys are fine); return the result.
+
+    For keys apply cannot drop: those another field manager also claims. A JSON merge patch with
+    ``null`` per key; when nothing is removed the apiserver stores nothing.
+    """
+    removals: dict[str, None] = dict.fromkeys(keys)
+    body: dict[str, Any] = {"data": removals}
+    if kind == "ConfigMap":
+        body["binaryData"] = removals
+    return await kube.request(
+        "PATCH",
+        path(kind, namespace, name),
+        query={"fieldManager": field_manager},
+        body=body,
+        content_type=MERGE_PATCH,
     )
 
 

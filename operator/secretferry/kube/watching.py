@@ -23,7 +23,7 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -78,7 +78,7 @@ def backoff_delay(
 
 async def list_pages(
     kube: Kube, *, path: str, label_selector: str | None = None, page_size: int = LIST_PAGE_SIZE
-) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
     """One paginated LIST: yields ``(items, resourceVersion)`` per page; the last version is the list's.
 
     Items get the ``apiVersion``/``kind`` that list answers leave out, so consumers see whole objects.
@@ -129,7 +129,7 @@ async def watch_once(
     resource_version: str,
     label_selector: str | None = None,
     timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     """One WATCH request: yields raw ``{"type", "object"}`` events (BOOKMARK included) until the
     server ends it. An ERROR event raises its ``KubeError`` (``Gone`` for an expired version)."""
     query: dict[str, QueryValue] = {
@@ -160,7 +160,7 @@ async def watch(
     label_selector: str | None = None,
     namespace: str | None = None,
     timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
-) -> AsyncIterator[WatchEvent]:
+) -> AsyncGenerator[WatchEvent, None]:
     """Infinite ADDED/MODIFIED/DELETED stream of ``path`` (a collection: ``/api/v1/secrets``,
     ``/apis/secretferry.io/v1alpha1/secretsyncs``), with ``SYNCED`` after every full listing."""
     full_path = scoped_path(path, namespace)

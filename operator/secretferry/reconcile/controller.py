@@ -32,7 +32,7 @@ from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import labels
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import conditions, reasons, rollouts, scheduler, state, sync
+from secretferry.reconcile import conditions, outcomes, reasons, rollouts, scheduler, state, sync
 from secretferry.reconcile import identities as ident_mod
 from secretferry.service import errors as service_errors
 from secretferry.service import events as service_events
@@ -105,7 +105,7 @@ class Controller:
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        namespaces = self.settings.watched_namespaces() or [None]
+        namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
         for kind_path in ("/api/v1/secrets", "/api/v1/configmaps"):
             for ns in namespaces:
                 self._spawn(self._watch_targets(kind_path, ns), f"watch {kind_path} {ns or '*'}")
@@ -268,38 +268,37 @@ class Controller:
             if self.scopes.get(scope) is None:
                 self.fetcher.forget(scope)
         if not self._streams_dirty:
-            self._streams_dirty = True
-            asyncio.get_running_loop().call_soon(self._refresh_streams)
+            self._streams_dirty = True  # one refresh for a burst of scope changes (start-up)
+            task = asyncio.create_task(self._refresh_streams())
+            self._identity_tasks.add(task)
+            task.add_done_callback(self._identity_tasks.discard)
 
-    def _refresh_streams(self) -> None:
+    async def _refresh_streams(self) -> None:
         """Give each (identity, project) its current scope set; unchanged groups are left alone."""
+        await asyncio.sleep(0)
         self._streams_dirty = False
         groups = {k: frozenset(v) for k, v in self.scopes.streamed_by_project().items()}
-        for group in set(self._stream_groups) | set(groups):
+        previous, self._stream_groups = self._stream_groups, groups
+        for group in set(previous) | set(groups):
             new = groups.get(group, frozenset())
-            if self._stream_groups.get(group, frozenset()) != new:
-                self.streams.update(group[0], group[1], set(new))
-        self._stream_groups = groups
+            if previous.get(group, frozenset()) != new:
+                await self.streams.update(group[0], group[1], set(new))
 
     @contextlib.asynccontextmanager
     async def _open_stream(
         self, identity_key: str, project_id: str, registrations: Sequence[service_events.EventRegistration]
     ) -> AsyncIterator[AsyncIterator[service_events.StreamMessage]]:
+        """Open one stream with the identity's shared session (re-login on a rejected token)."""
         entry = next((e for e in self.identities.entries() if ident_mod.key_str(e.key) == identity_key), None)
         if entry is None or entry.model is None:
             raise service_errors.AuthenticationError(f"identity {identity_key} is gone")
         session = await self.identities.session(entry)
-        token = await session.token()
-        try:
-            async with session.client.with_token(token).subscribe_project_events(project_id, registrations) as it:
-                metrics.OPEN_STREAMS.inc()
-                try:
-                    yield _counting(it)
-                finally:
-                    metrics.OPEN_STREAMS.dec()
-        except service_errors.AuthenticationError:
-            session.invalidate(token)  # the next connect logs in again with a fresh ServiceAccount token
-            raise
+        async with session.subscribe(project_id, registrations) as it:
+            metrics.OPEN_STREAMS.inc()
+            try:
+                yield _counting(it)
+            finally:
+                metrics.OPEN_STREAMS.dec()
 
     def _on_resync(self, scopes: set[scope_mod.Scope], reason: str) -> None:
         now = self.clock()
@@ -353,7 +352,7 @@ class Controller:
         except ident_mod.IdentityProblem as exc:
             await self._on_identity(entry, (exc.reason, exc.message))
         except service_errors.ServiceError as exc:
-            failure = sync.outcomes.from_service_error(exc, scope_text="login")
+            failure = outcomes.from_service_error(exc, scope_text="login")
             await self._on_identity(entry, (failure.reason, failure.message))
         else:
             await self._on_identity(entry, None)

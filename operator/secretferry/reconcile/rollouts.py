@@ -41,7 +41,7 @@ def restart_annotation(secret_name: str) -> str:
 class _Pending:
     annotations: dict[str, str] = field(default_factory=dict)
     reasons: set[str] = field(default_factory=set)
-    regarding: dict[str, str] = field(default_factory=dict)
+    regarding: kube_events.ObjectRef | None = None
     task: asyncio.Task[None] | None = None
 
 
@@ -64,7 +64,7 @@ class RolloutManager:
         self.restarts = 0
 
     def data_changed(
-        self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: dict[str, str]
+        self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: kube_events.ObjectRef
     ) -> None:
         """Called after a write that changed a Secret's data; finds and schedules the restarts."""
         task = asyncio.create_task(self._plan(sync, secret_name, data_hmac, regarding))
@@ -72,7 +72,7 @@ class RolloutManager:
         task.add_done_callback(self._tasks.discard)
 
     async def _plan(
-        self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: dict[str, str]
+        self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: kube_events.ObjectRef
     ) -> None:
         namespace = sync.metadata.namespace or ""
         targets: set[tuple[str, str]] = {(t.kind, t.name) for t in sync.spec.rollout_restart_targets}
@@ -89,7 +89,7 @@ class RolloutManager:
         annotation: str,
         value: str,
         secret_name: str,
-        regarding: dict[str, str],
+        regarding: kube_events.ObjectRef,
     ) -> None:
         pending = self._pending.setdefault(key, _Pending())
         pending.annotations[annotation] = value
@@ -108,7 +108,11 @@ class RolloutManager:
         self._last[key] = self._clock()
         try:
             await workloads.restart(
-                self._kube, kind=kind, namespace=namespace, name=name, annotations=pending.annotations
+                self._kube,
+                kind=kind,  # type: ignore[arg-type]  # kinds come from the CRD's enum
+                namespace=namespace,
+                name=name,
+                annotations=pending.annotations,
             )
         except kube_errors.NotFound:
             log.info("rollout target %s %s/%s does not exist; skipped", kind, namespace, name)
@@ -118,6 +122,8 @@ class RolloutManager:
             return
         self.restarts += 1
         metrics.ROLLOUTS.labels(kind=kind).inc()
+        if pending.regarding is None:
+            return
         await kube_events.post(
             self._kube,
             regarding=pending.regarding,

@@ -69,25 +69,32 @@ class ScopeIndex:
         refresh_seconds: float,
         now: float,
     ) -> tuple[set[scope_mod.Scope], set[scope_mod.Scope]]:
-        """Point ``key`` at ``scopes``; returns (added, removed) scopes that changed membership."""
+        """Point ``key`` at ``scopes``; returns (added, removed) at the index level: scopes that are
+        new or whose wish for a stream changed, and scopes nobody reads any more."""
         new = tuple(dict.fromkeys(scopes))
         old = self._by_key.get(key, ())
         self._intervals[key] = refresh_seconds
         self._instant[key] = instant
-        added, removed = set(new) - set(old), set(old) - set(new)
-        for scope in removed:
+        added: set[scope_mod.Scope] = set()
+        removed: set[scope_mod.Scope] = set()
+        for scope in set(old) - set(new):
             state = self._scopes[scope]
             state.keys.discard(key)
             if not state.keys:
                 del self._scopes[scope]
+                removed.add(scope)
             else:
                 state.streamed = any(self._instant.get(k, False) for k in state.keys)
         for scope in new:
-            state = self._scopes.get(scope)
-            if state is None:
-                state = self._scopes[scope] = ScopeState(next_due=now + self._jittered(refresh_seconds))
-            state.keys.add(key)
-            state.streamed = any(self._instant.get(k, False) for k in state.keys)
+            found = self._scopes.get(scope)
+            if found is None:
+                found = self._scopes[scope] = ScopeState(next_due=now + self._jittered(refresh_seconds))
+                added.add(scope)
+            found.keys.add(key)
+            streamed = any(self._instant.get(k, False) for k in found.keys)
+            if streamed != found.streamed:
+                found.streamed = streamed
+                added.add(scope)  # whether it wants a stream changed: the stream plan must follow
         self._by_key[key] = new
         return added, removed
 

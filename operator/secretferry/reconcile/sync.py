@@ -50,7 +50,7 @@ class Deps:
     clock: Callable[[], float] = time.monotonic
 
 
-def regarding(entry: state.SyncEntry) -> dict[str, str]:
+def regarding(entry: state.SyncEntry) -> kube_events.ObjectRef:
     return {
         "apiVersion": models_base.API_VERSION,
         "kind": sync_models.SECRET_SYNC_KIND,
@@ -260,7 +260,9 @@ async def _write(
 
 def _backoff(deps: Deps, entry: state.SyncEntry, retry_after: float | None = None) -> float:
     entry.failures += 1
-    base = min(deps.settings.backoff_max_seconds, deps.settings.backoff_initial_seconds * 2 ** (entry.failures - 1))
+    base: float = min(
+        deps.settings.backoff_max_seconds, deps.settings.backoff_initial_seconds * 2.0 ** min(entry.failures - 1, 30)
+    )
     return max(base, retry_after or 0.0)
 
 

@@ -142,7 +142,8 @@ class AuthSession:
         self.login_failures = 0
 
     def __repr__(self) -> str:
-        return f"AuthSession({self._name!r}, {self._credentials.kind}, token={'set' if self._current else 'none'})"
+        token = "set" if self._current else "none"
+        return f"AuthSession({self._name!r}, {self._credentials.kind}, token={token})"
 
     # --- state for status and metrics ----------------------------------------------------------------
 
@@ -234,7 +235,9 @@ class AuthSession:
             try:
                 return self._install(await self._renew(current), now, max_deadline=current.max_deadline)
             except errors.ServiceError as exc:
-                logger.info("renewing the token of %s failed (%s); logging in again", self._name, type(exc).__name__)
+                logger.info(
+                    "renewing the token of %s failed (%s); logging in again", self._name, type(exc).__name__
+                )
         try:
             return await self._login()
         except errors.ServiceError:

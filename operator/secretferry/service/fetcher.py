@@ -22,6 +22,7 @@ import collections
 import copy
 import dataclasses
 import logging
+import random
 import time
 from collections.abc import Callable
 
@@ -68,7 +69,9 @@ class ScopeFetcher:
         backoff_initial: float = 1.0,
         backoff_max: float = 300.0,
         on_call: Callable[[scopes.Scope, str], None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
+        self._rng = rng
         self._clock = clock
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -119,7 +122,9 @@ class ScopeFetcher:
         entry = self._entries.get(scope)
         if entry is None:
             entry = self._entries[scope] = _Entry(
-                backoff=backoff.Backoff(self._backoff_initial, self._backoff_max, clock=self._clock)
+                backoff=backoff.Backoff(
+                    self._backoff_initial, self._backoff_max, clock=self._clock, rng=self._rng
+                )
             )
         while True:
             result = entry.result
@@ -138,7 +143,9 @@ class ScopeFetcher:
                 raise _fresh_copy(entry.last_error)
             return await asyncio.shield(self._start(scope, entry, session, force=force).task)
 
-    def _start(self, scope: scopes.Scope, entry: _Entry, session: auth.AuthSession, *, force: bool) -> _Flight:
+    def _start(
+        self, scope: scopes.Scope, entry: _Entry, session: auth.AuthSession, *, force: bool
+    ) -> _Flight:
         started = self._clock()
         # A task of its own: a cancelled caller must not cancel the call the others wait for.
         task = asyncio.create_task(self._call(scope, entry, session, started=started, force=force))

@@ -124,7 +124,9 @@ def test_cluster_wide_rbac(render: Render) -> None:
     assert not any(res in {"*", "clusterroles", "roles"} for _, res, _ in rules)
     assert by_kind(docs, "Role") == []
     binding = one(docs, "ClusterRoleBinding")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ci-secretferry", "namespace": "secretferry-system"}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "ci-secretferry", "namespace": "secretferry-system"}
+    ]
 
 
 def test_namespaced_rbac(render: Render) -> None:
@@ -194,7 +196,9 @@ def test_service_monitor(render: Render) -> None:
 
 def test_metrics_service(render: Render) -> None:
     service = one(render(), "Service")
-    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}
+    ]
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,7 @@ two throwaway CRDs (namespaced ``widgets``, cluster-scoped ``gadgets``) to stand
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -67,12 +65,3 @@ async def kube(control_plane: ControlPlane) -> AsyncIterator[client.Kube]:
         yield connected
     finally:
         await connected.close()
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float = 60.0, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")

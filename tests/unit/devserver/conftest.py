@@ -57,10 +57,11 @@ async def live(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
     task = asyncio.create_task(server.serve())
-    while not server.started:
+    while not server.started:  # noqa: ASYNC110 - uvicorn exposes no event for "listening"
         await asyncio.sleep(0.01)
     try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as c:
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0, limits=limits) as c:
             yield c
     finally:
         server.should_exit = True

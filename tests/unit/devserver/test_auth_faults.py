@@ -6,9 +6,10 @@ import copy
 from collections.abc import Callable
 
 import httpx
-from conftest import FakeClock
 from devserver_fixtures import ADMIN, ADMIN_ID, PROJECT, SEED
 from fastapi import FastAPI
+
+from conftest import FakeClock
 
 UA = "/api/v1/auth/universal-auth/login"
 LIST = {"projectId": PROJECT, "environment": "dev"}
@@ -32,7 +33,9 @@ async def test_universal_login_ttl_and_renew(client: httpx.AsyncClient, clock: F
     clock.now += 20
     expired = await client.get("/api/v4/secrets", params=LIST, headers=bearer)
     assert expired.status_code == 401 and expired.json()["error"] == "UnauthorizedError"
-    assert (await client.post("/api/v1/auth/token/renew", json={"accessToken": body["accessToken"]})).status_code == 401
+    assert (
+        await client.post("/api/v1/auth/token/renew", json={"accessToken": body["accessToken"]})
+    ).status_code == 401
 
 
 async def test_lockout_after_three_failures(client: httpx.AsyncClient, clock: FakeClock) -> None:
@@ -46,14 +49,19 @@ async def test_lockout_after_three_failures(client: httpx.AsyncClient, clock: Fa
 
 async def test_use_limit_revoke_and_403_token_error(make_app: Callable[..., FastAPI]) -> None:
     seed = copy.deepcopy(SEED)
-    seed["identities"][0]["accessTokens"] = [{"token": "admin-token"}, {"token": "twice", "accessTokenNumUsesLimit": 2}]
+    seed["identities"][0]["accessTokens"] = [
+        {"token": "admin-token"},
+        {"token": "twice", "accessTokenNumUsesLimit": 2},
+    ]
     async with asgi(make_app(seed=seed, token_error_status=403)) as c:
         twice = {"Authorization": "Bearer twice"}
         for _ in range(2):
             assert (await c.get("/api/v4/secrets", params=LIST, headers=twice)).status_code == 200
         spent = await c.get("/api/v4/secrets", params=LIST, headers=twice)
         assert spent.status_code == 403 and spent.json()["error"] == "TokenError"
-        assert (await c.post("/api/v1/auth/token/revoke", json={"accessToken": "admin-token"})).status_code == 200
+        assert (
+            await c.post("/api/v1/auth/token/revoke", json={"accessToken": "admin-token"})
+        ).status_code == 200
         assert (await c.get("/api/v4/secrets", params=LIST, headers=ADMIN)).status_code == 403
 
 
@@ -76,10 +84,14 @@ async def test_kubernetes_login_unreachable_host_is_401(client: httpx.AsyncClien
 
 
 async def test_faults_status_retry_after_malformed_latency_and_stats(client: httpx.AsyncClient) -> None:
-    faults = {"routes": [{"match": "GET /api/v4/secrets", "status": 429, "retryAfter": 7, "times": 1},
-                         {"match": "POST /api/v1/auth/*", "malformed": "json"},
-                         {"match": "/api/v1/projects/*", "malformed": "content-type"},
-                         {"match": "GET /api/v1/dynamic-secrets/*", "status": 503, "rate": 0.0, "latencyMs": 5}]}  # fmt: skip
+    faults = {
+        "routes": [
+            {"match": "GET /api/v4/secrets", "status": 429, "retryAfter": 7, "times": 1},
+            {"match": "POST /api/v1/auth/*", "malformed": "json"},
+            {"match": "/api/v1/projects/*", "malformed": "content-type"},
+            {"match": "GET /api/v1/dynamic-secrets/*", "status": 503, "rate": 0.0, "latencyMs": 5},
+        ]
+    }
     assert (await client.post("/_admin/faults", json=faults)).status_code == 200
     limited = await client.get("/api/v4/secrets", params=LIST, headers=ADMIN)
     assert limited.status_code == 429 and limited.headers["retry-after"] == "7"
@@ -88,7 +100,9 @@ async def test_faults_status_retry_after_malformed_latency_and_stats(client: htt
     assert broken.status_code == 200 and broken.text.startswith('{"secrets"')
     html = await client.get("/api/v1/projects/slug/proj", headers=ADMIN)
     assert html.headers["content-type"] == "text/html"
-    ok = await client.get("/api/v1/dynamic-secrets/pg", params={"projectSlug": "proj", "environmentSlug": "dev"})
+    ok = await client.get(
+        "/api/v1/dynamic-secrets/pg", params={"projectSlug": "proj", "environmentSlug": "dev"}
+    )
     assert ok.status_code == 200  # rate 0: never fails
     stats = (await client.get("/_admin/stats")).json()
     assert stats["listSecrets"] == 2 and stats["logins"] == 1
@@ -101,9 +115,14 @@ async def test_faults_status_retry_after_malformed_latency_and_stats(client: htt
 async def test_add_seed_and_admin_secret_writes(client: httpx.AsyncClient) -> None:
     r = await client.post("/_admin/seed", json={"projects": [{"id": "p2", "slug": "p2"}]})
     assert r.json()["applied"]["projects"] == 1
-    await client.put("/_admin/secrets", json={"projectId": "proj", "environment": "dev", "secretKey": "Z", "secretValue": "z"})
+    await client.put(
+        "/_admin/secrets",
+        json={"projectId": "proj", "environment": "dev", "secretKey": "Z", "secretValue": "z"},
+    )
     listed = await client.get("/api/v4/secrets", params=LIST, headers=ADMIN)
     assert "Z" in [s["secretKey"] for s in listed.json()["secrets"]]
-    await client.request("DELETE", "/_admin/secrets", json={"projectId": "proj", "environment": "dev", "secretKey": "Z"})
+    await client.request(
+        "DELETE", "/_admin/secrets", json={"projectId": "proj", "environment": "dev", "secretKey": "Z"}
+    )
     listed = await client.get("/api/v4/secrets", params=LIST, headers=ADMIN)
     assert "Z" not in [s["secretKey"] for s in listed.json()["secrets"]]

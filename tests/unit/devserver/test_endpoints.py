@@ -35,7 +35,9 @@ async def test_batch_delete_and_its_minimum(client: httpx.AsyncClient) -> None:
 
 async def test_folder_create_and_import_reorder(client: httpx.AsyncClient) -> None:
     r = await client.post(
-        "/api/v2/folders", json={"projectId": PROJECT, "environment": "dev", "name": "svc", "path": "/app"}, headers=ADMIN
+        "/api/v2/folders",
+        json={"projectId": PROJECT, "environment": "dev", "name": "svc", "path": "/app"},
+        headers=ADMIN,
     )
     assert r.status_code == 200 and r.json()["folder"]["path"] == "/app/svc"
     body = {"projectId": PROJECT, "environment": "dev", "path": "/", "import": {"position": 1}}
@@ -47,20 +49,32 @@ async def test_folder_create_and_import_reorder(client: httpx.AsyncClient) -> No
 
 async def test_v1_privileges_lifecycle(client: httpx.AsyncClient) -> None:
     create = {
-        "identityId": VIEWER_ID, "projectSlug": "proj", "slug": "tmp", "temporaryMode": "relative",
-        "temporaryRange": "1h", "temporaryAccessStartTime": "2026-01-01T00:00:00Z",
-        "privilegePermission": {"actions": ["read"], "subject": "secrets", "conditions": {"environment": "prod"}},
-    }  # fmt: skip
+        "identityId": VIEWER_ID,
+        "projectSlug": "proj",
+        "slug": "tmp",
+        "temporaryMode": "relative",
+        "temporaryRange": "1h",
+        "temporaryAccessStartTime": "2026-01-01T00:00:00Z",
+        "privilegePermission": {
+            "actions": ["read"],
+            "subject": "secrets",
+            "conditions": {"environment": "prod"},
+        },
+    }
     r = await client.post(f"{V1}/temporary", json=create, headers=ADMIN)
     priv = r.json()["privilege"]
     assert r.status_code == 200 and priv["temporaryAccessEndTime"] == "2026-01-01T01:00:00.000Z"
     assert priv["projectMembershipId"]
     query = {"identityId": VIEWER_ID, "projectSlug": "proj"}
-    assert (await client.get(f"{V1}/tmp", params=query, headers=ADMIN)).json()["privilege"]["id"] == priv["id"]
+    assert (await client.get(f"{V1}/tmp", params=query, headers=ADMIN)).json()["privilege"]["id"] == priv[
+        "id"
+    ]
     assert len((await client.get(V1, params=query, headers=ADMIN)).json()["privileges"]) == 1
     upd = {**query, "privilegeSlug": "tmp", "privilegeDetails": {"slug": "tmp2", "temporaryRange": "30s"}}
     r = await client.patch(V1, json=upd, headers=ADMIN)
-    assert r.json()["privilege"]["slug"] == "tmp2" and r.json()["privilege"]["temporaryAccessEndTime"].endswith("00:30.000Z")
+    assert r.json()["privilege"]["slug"] == "tmp2" and r.json()["privilege"][
+        "temporaryAccessEndTime"
+    ].endswith("00:30.000Z")
     r = await client.request("DELETE", V1, json={**query, "privilegeSlug": "tmp2"}, headers=ADMIN)
     assert r.status_code == 200
     assert (await client.get(f"{V1}/tmp2", params=query, headers=ADMIN)).status_code == 404
@@ -69,17 +83,32 @@ async def test_v1_privileges_lifecycle(client: httpx.AsyncClient) -> None:
 
 @pytest.mark.parametrize(
     ("change", "status"),
-    [({"slug": "x" * 61}, 422), ({"slug": ""}, 422), ({"identityId": ""}, 422), ({"temporaryMode": "absolute"}, 422)],
+    [
+        ({"slug": "x" * 61}, 422),
+        ({"slug": ""}, 422),
+        ({"identityId": ""}, 422),
+        ({"temporaryMode": "absolute"}, 422),
+    ],
 )
 async def test_privilege_limits(client: httpx.AsyncClient, change: dict[str, str], status: int) -> None:
-    body = {"identityId": VIEWER_ID, "projectSlug": "proj", "temporaryMode": "relative", "temporaryRange": "1m",
-            "temporaryAccessStartTime": "2026-01-01T00:00:00Z", **change}  # fmt: skip
+    body = {
+        "identityId": VIEWER_ID,
+        "projectSlug": "proj",
+        "temporaryMode": "relative",
+        "temporaryRange": "1m",
+        "temporaryAccessStartTime": "2026-01-01T00:00:00Z",
+        **change,
+    }
     r = await client.post(f"{V1}/temporary", json=body, headers=ADMIN)
     assert r.status_code == status and isinstance(r.json()["message"], list)
 
 
 async def test_v2_privilege_update_and_delete(client: httpx.AsyncClient) -> None:
-    body = {"slug": "renamed", "permissions": [{"action": ["read"], "subject": "secrets"}], "type": {"isTemporary": False}}
+    body = {
+        "slug": "renamed",
+        "permissions": [{"action": ["read"], "subject": "secrets"}],
+        "type": {"isTemporary": False},
+    }
     r = await client.patch("/api/v2/identity-project-additional-privilege/priv-1", json=body, headers=ADMIN)
     assert r.status_code == 200 and r.json()["privilege"]["slug"] == "renamed"
     assert "projectMembershipId" not in r.json()["privilege"]
@@ -93,12 +122,16 @@ async def test_remove_auth_methods_and_membership(client: httpx.AsyncClient) -> 
     r = await client.delete(f"/api/v1/auth/universal-auth/identities/{ADMIN_ID}", headers=ADMIN)
     ua = r.json()["identityUniversalAuth"]
     assert ua["clientId"] == "cid" and "_clientSecret" not in ua and ua["accessTokenTTL"] == 100
-    assert (await client.delete(f"/api/v1/auth/universal-auth/identities/{ADMIN_ID}", headers=ADMIN)).status_code == 404
+    assert (
+        await client.delete(f"/api/v1/auth/universal-auth/identities/{ADMIN_ID}", headers=ADMIN)
+    ).status_code == 404
     r = await client.delete(f"/api/v1/auth/kubernetes-auth/identities/{ADMIN_ID}", headers=ADMIN)
     assert r.json()["identityKubernetesAuth"]["allowedNamespaces"] == "ns"
     r = await client.delete("/api/v2/organizations/org-1/memberships/mem-1", headers=ADMIN)
     assert r.json()["membership"]["status"] == "invited"
-    assert (await client.delete("/api/v2/organizations/org-1/memberships/mem-1", headers=VIEWER)).status_code == 403
+    assert (
+        await client.delete("/api/v2/organizations/org-1/memberships/mem-1", headers=VIEWER)
+    ).status_code == 403
 
 
 async def test_dynamic_secret_and_project_slug(client: httpx.AsyncClient) -> None:
@@ -116,5 +149,7 @@ async def test_error_shapes(client: httpx.AsyncClient) -> None:
     assert r.status_code == 404 and set(r.json()) == {"reqId", "statusCode", "message", "error"}
     r = await client.get(SECRETS, params={"projectId": PROJECT, "environment": "dev"})
     assert r.status_code == 401 and r.json()["statusCode"] == 401
-    r = await client.get(SECRETS, params={"projectId": PROJECT, "environment": "dev", "recursive": "maybe"}, headers=ADMIN)
+    r = await client.get(
+        SECRETS, params={"projectId": PROJECT, "environment": "dev", "recursive": "maybe"}, headers=ADMIN
+    )
     assert r.status_code == 422 and isinstance(r.json()["message"], list)

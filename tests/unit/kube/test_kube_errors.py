@@ -74,3 +74,16 @@ def test_plain_text_body_is_cut_short() -> None:
 def test_details_kind() -> None:
     error = errors.from_status(404, _status(404, "NotFound", kind="namespaces", name="nope"))
     assert error.details_kind == "namespaces"
+
+
+def test_watch_error_event_object() -> None:
+    """A watch ERROR event carries a Status dict, not bytes; 410 in it means relist."""
+    status = {
+        "kind": "Status",
+        "code": 410,
+        "reason": "Expired",
+        "message": "too old resource version: 1 (5)",
+    }
+    error = errors.from_status(410, status)
+    assert isinstance(error, errors.Gone)
+    assert error.message.startswith("too old")

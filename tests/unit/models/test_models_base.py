@@ -31,7 +31,7 @@ def test_parse_duration(text: str, seconds: float) -> None:
 
 @pytest.mark.parametrize("text", ["", "5", "m", "1d", "5m1h", "1.5h", " 5m", "5m ", "-5m", "5M", "1h1h"])
 def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="^must be a duration such as 30s, 5m, 1h or 1h30m$"):
+    with pytest.raises(ValueError, match=r"^must be a duration such as 30s, 5m, 1h or 1h30m$"):
         models.parse_duration(text)
 
 
@@ -48,10 +48,18 @@ def test_parse_duration_agrees_with_crd_pattern(h: int, m: int, s: int) -> None:
         ({}, {}, True),
         ({"matchLabels": {"team": "a"}}, {"team": "a", "x": "y"}, True),
         ({"matchLabels": {"team": "a"}}, {"team": "b"}, False),
-        ({"matchExpressions": [{"key": "env", "operator": "In", "values": ["dev", "qa"]}]}, {"env": "qa"}, True),
+        (
+            {"matchExpressions": [{"key": "env", "operator": "In", "values": ["dev", "qa"]}]},
+            {"env": "qa"},
+            True,
+        ),
         ({"matchExpressions": [{"key": "env", "operator": "In", "values": ["dev"]}]}, {}, False),
         ({"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}, {}, True),
-        ({"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}, {"env": "prod"}, False),
+        (
+            {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]},
+            {"env": "prod"},
+            False,
+        ),
         ({"matchExpressions": [{"key": "env", "operator": "Exists"}]}, {"env": ""}, True),
         ({"matchExpressions": [{"key": "env", "operator": "DoesNotExist"}]}, {"env": ""}, False),
         (

@@ -65,7 +65,10 @@ def test_valid_auth(auth: dict[str, Any]) -> None:
     ("spec", "expected"),
     [
         ({"auth": {}}, "spec.auth: set exactly one of"),
-        ({"auth": {**K8S, "accessToken": {"secretRef": {"name": "s", "key": "k"}}}}, "spec.auth: set exactly one"),
+        (
+            {"auth": {**K8S, "accessToken": {"secretRef": {"name": "s", "key": "k"}}}},
+            "spec.auth: set exactly one",
+        ),
         ({"auth": {"universal": {"clientId": "c"}}}, "spec.auth.universal: set either clientId"),
         (
             {"auth": {"universal": {"clientId": "c", "credentialsSecretRef": {"name": "s"}}}},
@@ -92,7 +95,13 @@ def test_invalid_namespaced(spec: dict[str, Any], expected: str) -> None:
 def test_namespaced_kind_ignores_a_namespace_on_references() -> None:
     # The CRD schema has no such field (the apiserver prunes it); a model must never act on it.
     mi = models.MachineIdentity.from_body(
-        body({"auth": {"kubernetes": {"identityId": "i", "serviceAccountRef": {"name": "sa", "namespace": "x"}}}})
+        body(
+            {
+                "auth": {
+                    "kubernetes": {"identityId": "i", "serviceAccountRef": {"name": "sa", "namespace": "x"}}
+                }
+            }
+        )
     )
     assert mi.spec.auth.kubernetes is not None
     assert not hasattr(mi.spec.auth.kubernetes.service_account_ref, "namespace")
@@ -106,8 +115,14 @@ def test_namespaced_kind_ignores_a_namespace_on_references() -> None:
             {"universal": {"clientId": "c", "clientSecretRef": {"name": "s", "key": "k"}}},
             "spec.auth.universal.clientSecretRef.namespace",
         ),
-        ({"universal": {"credentialsSecretRef": {"name": "s"}}}, "spec.auth.universal.credentialsSecretRef.namespace"),
-        ({"accessToken": {"secretRef": {"name": "s", "key": "k"}}}, "spec.auth.accessToken.secretRef.namespace"),
+        (
+            {"universal": {"credentialsSecretRef": {"name": "s"}}},
+            "spec.auth.universal.credentialsSecretRef.namespace",
+        ),
+        (
+            {"accessToken": {"secretRef": {"name": "s", "key": "k"}}},
+            "spec.auth.accessToken.secretRef.namespace",
+        ),
     ],
 )
 def test_cluster_references_need_a_namespace(auth: dict[str, Any], missing: str) -> None:

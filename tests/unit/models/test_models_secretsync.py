@@ -39,8 +39,18 @@ def test_defaults() -> None:
     spec = sync.spec
     assert spec.identity_ref.kind == "MachineIdentity"
     source = spec.sources[0]
-    assert (source.path, source.recursive, source.include_imports, source.expand_references) == ("/", False, True, True)
-    assert (source.tag_slugs, source.metadata_filter, source.include_keys, source.exclude_keys) == ([], [], [], [])
+    assert (source.path, source.recursive, source.include_imports, source.expand_references) == (
+        "/",
+        False,
+        True,
+        True,
+    )
+    assert (source.tag_slugs, source.metadata_filter, source.include_keys, source.exclude_keys) == (
+        [],
+        [],
+        [],
+        [],
+    )
     target = spec.target
     assert (target.name, target.kind, target.type) == (None, "Secret", "Opaque")
     assert (target.creation_policy, target.deletion_policy, target.template) == ("Owner", "Retain", None)
@@ -125,17 +135,29 @@ INVALID = [
         "spec.sources[0]: set exactly one of projectId and projectSlug",
     ),
     ({"sources": [{"projectId": "a"}]}, "spec.sources[0].environment: is required"),
-    ({"sources": [{"projectId": "a", "environment": "dev", "path": "app"}]}, "spec.sources[0].path: string should"),
+    (
+        {"sources": [{"projectId": "a", "environment": "dev", "path": "app"}]},
+        "spec.sources[0].path: string should",
+    ),
     ({"identityRef": {"kind": "Other", "name": "x"}}, "spec.identityRef.kind: input should be"),
     ({"refreshInterval": "5 minutes"}, "spec.refreshInterval: string should match pattern"),
     ({"refreshInterval": "0s"}, "spec.refreshInterval: must be at least 1s"),
-    ({"target": {"kind": "ConfigMap", "type": "kubernetes.io/tls"}}, "spec.target: a ConfigMap target has no type"),
+    (
+        {"target": {"kind": "ConfigMap", "type": "kubernetes.io/tls"}},
+        "spec.target: a ConfigMap target has no type",
+    ),
     ({"target": {"type": "kubernetes.io/service-account-token"}}, "spec.target: Secrets of type"),
     ({"target": {"name": "Not_Valid"}}, "spec.target.name: string should match pattern"),
     ({"target": {"creationPolicy": "Adopt"}}, "spec.target.creationPolicy: input should be"),
     ({"target": {"template": {"data": {}}}}, "spec.target.template: template.data is empty"),
-    ({"target": {"template": {"data": {"bad key": "x"}}}}, "spec.target.template.data: invalid data keys ['bad key']"),
-    ({"rolloutRestartTargets": [{"kind": "Pod", "name": "x"}]}, "spec.rolloutRestartTargets[0].kind: input should"),
+    (
+        {"target": {"template": {"data": {"bad key": "x"}}}},
+        "spec.target.template.data: invalid data keys ['bad key']",
+    ),
+    (
+        {"rolloutRestartTargets": [{"kind": "Pod", "name": "x"}]},
+        "spec.rolloutRestartTargets[0].kind: input should",
+    ),
     ({"identityRef": None}, "spec.identityRef: input should be"),
 ]
 
@@ -172,7 +194,9 @@ STRING_FIELDS = [
 
 @given(
     path=st.sampled_from(STRING_FIELDS),
-    suffix=st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=300),
+    suffix=st.text(
+        alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=300
+    ),
 )
 def test_error_description_never_contains_the_value(path: tuple[str | int, ...], suffix: str) -> None:
     value = MARK + suffix

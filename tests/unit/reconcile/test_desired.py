@@ -20,7 +20,9 @@ KEY = b"k" * 32
 Fetched = desired.FetchedSource
 
 
-def sync(target: dict[str, Any] | None = None, sources: list[dict[str, Any]] | None = None, **meta: Any) -> Any:
+def sync(
+    target: dict[str, Any] | None = None, sources: list[dict[str, Any]] | None = None, **meta: Any
+) -> Any:
     return models.SecretSync.from_body(
         {
             "metadata": {"name": "app", "namespace": "team-a", "uid": "uid-1", **meta},
@@ -67,7 +69,10 @@ TWO_SOURCES = [{"projectId": "p", "environment": "dev"}, {"projectSlug": "q", "e
         # include globs, then exclude globs, per source (the second source is unfiltered)
         (
             [{**TWO_SOURCES[0], "includeKeys": ["DB_*", "API?"], "excludeKeys": ["*_OLD"]}, TWO_SOURCES[1]],
-            [Fetched({"DB_USER": "u", "DB_OLD": "o", "API1": "a", "API12": "x", "X": "x"}), Fetched({"X": "s2"})],
+            [
+                Fetched({"DB_USER": "u", "DB_OLD": "o", "API1": "a", "API12": "x", "X": "x"}),
+                Fetched({"X": "s2"}),
+            ],
             {"DB_USER": "u", "API1": "a", "X": "s2"},
         ),
         # filters apply to imported keys too; an excluded key does not hide an earlier source's key
@@ -77,10 +82,16 @@ TWO_SOURCES = [{"projectId": "p", "environment": "dev"}, {"projectSlug": "q", "e
             {"A": "s1", "B": "s2"},
         ),
         # globs are case-sensitive
-        ([{**TWO_SOURCES[0], "includeKeys": ["db_*"]}], [Fetched({"DB_USER": "u", "db_user": "l"})], {"db_user": "l"}),
+        (
+            [{**TWO_SOURCES[0], "includeKeys": ["db_*"]}],
+            [Fetched({"DB_USER": "u", "db_user": "l"})],
+            {"db_user": "l"},
+        ),
     ],
 )
-def test_merge(sources: list[dict[str, Any]] | None, fetched: list[Fetched], expected: dict[str, str]) -> None:
+def test_merge(
+    sources: list[dict[str, Any]] | None, fetched: list[Fetched], expected: dict[str, str]
+) -> None:
     assert build(None, *fetched, sources=sources).string_data == expected
 
 
@@ -117,7 +128,11 @@ TLS = {"tls.crt": "C", "tls.key": "K"}
         ("kubernetes.io/basic-auth", {"user": "u"}, "needs one of: username, password"),
         ("kubernetes.io/dockerconfigjson", {".dockerconfigjson": '{"auths": {}}'}, None),
         ("kubernetes.io/dockerconfigjson", {".dockerconfigjson": "{not json"}, ".dockerconfigjson must hold"),
-        ("kubernetes.io/dockerconfigjson", {".dockerconfigjson": "[1]"}, ".dockerconfigjson must hold a JSON"),
+        (
+            "kubernetes.io/dockerconfigjson",
+            {".dockerconfigjson": "[1]"},
+            ".dockerconfigjson must hold a JSON",
+        ),
         ("kubernetes.io/dockerconfigjson", {}, "needs keys: .dockerconfigjson"),
         ("kubernetes.io/dockercfg", {".dockercfg": "{}"}, None),
         ("example.com/custom", {"anything": "x"}, None),
@@ -138,14 +153,24 @@ def test_secret_type(secret_type: str, data: dict[str, str], error: str | None) 
 
 def test_merge_policy_leaves_type_and_ownership_alone() -> None:
     d = build(
-        {"creationPolicy": "Merge", "type": "kubernetes.io/tls", "labels": {"l": "1"}, "annotations": {"a": "2"}},
+        {
+            "creationPolicy": "Merge",
+            "type": "kubernetes.io/tls",
+            "labels": {"l": "1"},
+            "annotations": {"a": "2"},
+        },
         Fetched({"ONLY": "x"}),
     )
     assert d.type is None  # not checked against tls either
     assert d.owner is None
     assert d.labels == {"l": "1"}  # no managed-by / sync label: two SecretSyncs may merge into one target
     assert d.annotations == {"a": "2"}  # the HMAC annotation would flap between them
-    assert d.manifest()["metadata"] == {"name": "app", "namespace": "team-a", "labels": {"l": "1"}, "annotations": {"a": "2"}}
+    assert d.manifest()["metadata"] == {
+        "name": "app",
+        "namespace": "team-a",
+        "labels": {"l": "1"},
+        "annotations": {"a": "2"},
+    }
     assert "type" not in d.manifest()
 
 
@@ -156,7 +181,12 @@ def test_orphan_policy_has_no_owner_but_is_labelled() -> None:
 
 
 def test_user_labels_cannot_override_ours() -> None:
-    d = build({"labels": {labels.SYNC_LABEL: "other", "team": "x"}, "annotations": {labels.DATA_HMAC_ANNOTATION: "x"}})
+    d = build(
+        {
+            "labels": {labels.SYNC_LABEL: "other", "team": "x"},
+            "annotations": {labels.DATA_HMAC_ANNOTATION: "x"},
+        }
+    )
     assert d.labels[labels.SYNC_LABEL] == "app"
     assert d.labels["team"] == "x"
     assert d.annotations[labels.DATA_HMAC_ANNOTATION] == d.data_hmac
@@ -174,7 +204,13 @@ def test_configmap_target() -> None:
             "labels": d.labels,
             "annotations": d.annotations,
             "ownerReferences": [
-                {"apiVersion": "secretferry.io/v1alpha1", "kind": "SecretSync", "name": "app", "uid": "uid-1", "controller": True}
+                {
+                    "apiVersion": "secretferry.io/v1alpha1",
+                    "kind": "SecretSync",
+                    "name": "app",
+                    "uid": "uid-1",
+                    "controller": True,
+                }
             ],
         },
         "data": {"A": "1"},
@@ -191,7 +227,11 @@ def test_secret_manifest_is_base64() -> None:
     ("target", "fetched", "message"),
     [
         (None, {"bad key": "v", "ok": "v", "é": "v"}, "data (letters, digits, '-', '_', '.'): bad key, é;"),
-        ({"template": {"data": {"x": "{{ secrets['bad key'] }}"}}}, {"bad key": "v"}, None),  # not written: fine
+        (
+            {"template": {"data": {"x": "{{ secrets['bad key'] }}"}}},
+            {"bad key": "v"},
+            None,
+        ),  # not written: fine
         ({"template": {"data": {"x": "1"}, "includeAll": True}}, {"bad key": "v"}, "bad key"),
     ],
 )

@@ -21,7 +21,11 @@ def make(data: dict[str, str], **target: Any) -> desired.DesiredObject:
     sync = models.SecretSync.from_body(
         {
             "metadata": {"name": "app", "namespace": "ns", "uid": "uid-1"},
-            "spec": {"identityRef": {"name": "mi"}, "sources": [{"projectId": "p", "environment": "e"}], "target": target},
+            "spec": {
+                "identityRef": {"name": "mi"},
+                "sources": [{"projectId": "p", "environment": "e"}],
+                "target": target,
+            },
         }
     )
     return desired.build_desired(sync, [desired.FetchedSource(data)], hmac_key=KEY)
@@ -63,7 +67,10 @@ def mutate(change: Any) -> dict[str, Any]:
         (mutate(lambda a: a["metadata"]["labels"].pop(labels.SYNC_LABEL)), drift.LABELS_CHANGED),
         (mutate(lambda a: a["metadata"].pop("labels")), drift.LABELS_CHANGED),
         (mutate(lambda a: a["metadata"]["labels"].update(extra="fine")), None),
-        (mutate(lambda a: a["metadata"]["annotations"].update({labels.DATA_HMAC_ANNOTATION: "x"})), drift.ANNOTATIONS_CHANGED),
+        (
+            mutate(lambda a: a["metadata"]["annotations"].update({labels.DATA_HMAC_ANNOTATION: "x"})),
+            drift.ANNOTATIONS_CHANGED,
+        ),
         (mutate(lambda a: a["metadata"]["annotations"].update(other="fine")), None),
         (mutate(lambda a: a["metadata"].pop("ownerReferences")), drift.OWNER_MISSING),
         (mutate(lambda a: a["metadata"]["ownerReferences"][0].update(uid="other")), drift.OWNER_MISSING),
@@ -176,7 +183,9 @@ def test_removal_invariants(
         (MERGE, FOREIGN_SECRET, None),
     ],
 )
-def test_ownership_problem(d: desired.DesiredObject, actual: dict[str, Any] | None, problem: str | None) -> None:
+def test_ownership_problem(
+    d: desired.DesiredObject, actual: dict[str, Any] | None, problem: str | None
+) -> None:
     found = drift.ownership_problem(d, actual)
     assert (found[0] if found else None) == problem
     if found:

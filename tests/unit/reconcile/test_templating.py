@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from secretferry.reconcile import templating
 
-SECRETS = {"DB_USER": "bob", "DB_PASS": "hunter2-value", "db-host": "db.local", "range": "shadowed", "CFG": '{"a": 1}'}
+SECRETS = {
+    "DB_USER": "bob",
+    "DB_PASS": "hunter2-value",
+    "db-host": "db.local",
+    "range": "shadowed",
+    "CFG": '{"a": 1}',
+}
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,98 @@
+"""Run ``secretferry run`` as a real process against the local control plane.
+
+Tests, benchmarks and the demo use it; running the operator as its own process (not in the
+test's event loop) is what users run, lets a test restart it, and lets a test scan its complete
+log output for secret values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from secretferry.devcluster.cluster import free_port
+
+
+class OperatorProcess:
+    def __init__(self, *, kubeconfig: Path, log_path: Path, env: Mapping[str, str] | None = None) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.extra_env = dict(env or {})
+        self.metrics_port = free_port()
+        self.liveness_port = free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, *, wait_seconds: float = 60.0) -> None:
+        env = {
+            **os.environ,
+            "SECRETFERRY_KUBECONFIG": str(self.kubeconfig),
+            "KUBECONFIG": str(self.kubeconfig),
+            "SECRETFERRY_METRICS_PORT": str(self.metrics_port),
+            "SECRETFERRY_LIVENESS_PORT": str(self.liveness_port),
+            "SECRETFERRY_LOG_FORMAT": "json",
+            **self.extra_env,
+        }
+        log = self.log_path.open("ab")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "secretferry.cli", "run"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + wait_seconds
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"the operator exited with {self._proc.returncode}:\n{self.log_tail()}")
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            time.sleep(0.2)
+        raise RuntimeError(f"the operator did not become live in {wait_seconds:.0f} s:\n{self.log_tail()}")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+            text: str = r.read().decode()
+            return text
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_text()[-chars:]
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@contextlib.contextmanager
+def running(*, kubeconfig: Path, log_path: Path, env: Mapping[str, str] | None = None) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(kubeconfig=kubeconfig, log_path=log_path, env=env)
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()

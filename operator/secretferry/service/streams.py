@@ -1,0 +1,365 @@
+"""Event streams per (identity, project): keep them open, fan their events out as resync nudges.
+
+A stream only nudges: ``on_resync(scopes, reason)`` asks the caller to fetch and reconcile those
+scopes; it never carries data and never writes. Shape (kopf ``watching.py`` style): a small
+single-connection coroutine (``_connect_once``) inside a forever loop (``_run``) that decides, by
+error class, how long to wait before the next connection:
+
+- every (re)connect → ``on_resync(all scopes of the stream, "reconnect")``: events are never
+  replayed, so whatever changed while no stream was open is only seen by a fresh list;
+- ANY message (heartbeats included) feeds the watchdog; ``watchdog_heartbeats`` silent heartbeat
+  periods → the connection is dropped and replaced;
+- events are routed to scopes (merged filters over-deliver) and coalesced for ``debounce_seconds``
+  into one ``on_resync(scopes, "event")``;
+- ``AuthenticationError`` / ``StreamError``: the opener re-logs in (``AuthSession.subscribe`` drops
+  the token); the first one reconnects at once, repeated ones back off (no tight login loop);
+- ``PlanNotSupported`` / ``PermissionDenied`` (and other refusals that retrying cannot fix): the
+  scopes poll; the stream is retried after ``retry_after_refusal_seconds``;
+- ``StreamLimitReached``, ``Unavailable``, anything else: exponential backoff with full jitter.
+
+``on_mode(scope, "Streaming" | "Polling", reason)`` is called when a scope's mode or its reason
+changes. A dropped stream that reconnects at once does not flap the mode; a failed connect does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+
+from secretferry.service import backoff, errors, events, scopes, streamplan
+
+logger = logging.getLogger(__name__)
+
+STREAMING = "Streaming"
+POLLING = "Polling"
+RESYNC_RECONNECT = "reconnect"
+RESYNC_EVENT = "event"
+
+OpenStream = Callable[
+    [str, str, Sequence[events.EventRegistration]],
+    AbstractAsyncContextManager[AsyncIterator[events.StreamMessage]],
+]
+OnResync = Callable[[set[scopes.Scope], str], Awaitable[None] | None]
+OnMode = Callable[[scopes.Scope, str, str], None]
+
+
+@dataclasses.dataclass
+class StreamStats:
+    """Counters for metrics (the lead's collector reads them)."""
+
+    connects: int = 0
+    reconnects: int = 0
+    heartbeats: int = 0
+    watchdog_timeouts: int = 0
+    resyncs_after_reconnect: int = 0
+    events: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    failures: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    resyncs: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+
+
+@dataclasses.dataclass(eq=False)
+class _Group:
+    identity_key: str
+    project_id: str
+    scopes: frozenset[scopes.Scope] = frozenset()
+    streams: dict[frozenset[events.EventRegistration], _Stream] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(eq=False)
+class _Stream:
+    group: _Group
+    registrations: tuple[events.EventRegistration, ...]
+    members: set[scopes.Scope]
+    connected: bool = False
+    task: asyncio.Task[None] | None = None
+    flush_task: asyncio.Task[None] | None = None
+    pending: set[scopes.Scope] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass
+class _Attempt:
+    connected: bool = False
+    healthy: bool = False  # at least one message arrived
+    watchdog: bool = False
+
+
+class StreamManager:
+    """All event streams of the operator (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        open_stream: OpenStream,
+        on_resync: OnResync,
+        on_mode: OnMode,
+        heartbeat_seconds: float = 15.0,
+        watchdog_heartbeats: float = 3.0,
+        debounce_seconds: float = 0.05,
+        backoff_initial: float = 1.0,
+        backoff_max: float = 300.0,
+        retry_after_refusal_seconds: float = 3600.0,
+        max_registrations: int = streamplan.MAX_REGISTRATIONS,
+        max_streams: int = streamplan.MAX_STREAMS,
+        event_kinds: Sequence[str] = streamplan.DEFAULT_EVENTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._open_stream = open_stream
+        self._on_resync = on_resync
+        self._on_mode = on_mode
+        self._watchdog_seconds = heartbeat_seconds * watchdog_heartbeats
+        self._debounce = debounce_seconds
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._retry_after_refusal = retry_after_refusal_seconds
+        self._max_registrations = max_registrations
+        self._max_streams = max_streams
+        self._event_kinds = tuple(event_kinds)
+        self._clock = clock
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._modes: dict[scopes.Scope, tuple[str, str]] = {}
+        self._lock = asyncio.Lock()
+        self.stats = StreamStats()
+
+    # --- queries ----------------------------------------------------------------------------------------
+
+    @property
+    def open_streams(self) -> int:
+        """Streams connected right now."""
+        return sum(s.connected for g in self._groups.values() for s in g.streams.values())
+
+    @property
+    def running_streams(self) -> int:
+        """Stream tasks (connected, connecting or waiting to retry)."""
+        return sum(len(g.streams) for g in self._groups.values())
+
+    def mode(self, scope: scopes.Scope) -> tuple[str, str] | None:
+        """The last ``(mode, reason)`` reported for ``scope``."""
+        return self._modes.get(scope)
+
+    def registrations(self, identity_key: str, project_id: str) -> list[tuple[events.EventRegistration, ...]]:
+        group = self._groups.get((identity_key, project_id))
+        return [s.registrations for s in group.streams.values()] if group else []
+
+    # --- changes ----------------------------------------------------------------------------------------
+
+    async def update(self, identity_key: str, project_id: str, scope_set: set[scopes.Scope]) -> None:
+        """Make the streams of (identity, project) serve exactly ``scope_set``.
+
+        Streams whose registrations are unchanged keep running (no reconnect); others are stopped
+        before new ones start (the service counts open streams). An empty set stops them all.
+        Call it when the set changes, ideally once per batch (each plan change may reconnect).
+        """
+        async with self._lock:
+            key = (identity_key, project_id)
+            group = self._groups.get(key) or _Group(identity_key, project_id)
+            plan = streamplan.plan_registrations(
+                scope_set,
+                max_registrations=self._max_registrations,
+                max_streams=self._max_streams,
+                events=self._event_kinds,
+            )
+            wanted = {frozenset(regs): index for index, regs in enumerate(plan.streams)}
+            for regs_key in [k for k in group.streams if k not in wanted]:
+                await self._stop(group.streams.pop(regs_key))
+            for gone in group.scopes - scope_set:
+                self._modes.pop(gone, None)
+            group.scopes = frozenset(scope_set)
+            for regs_key, index in wanted.items():
+                members = plan.scopes_of(index)
+                stream = group.streams.get(regs_key)
+                if stream is None:
+                    stream = _Stream(group, tuple(plan.streams[index]), members)
+                    group.streams[regs_key] = stream
+                    stream.task = asyncio.create_task(self._run(stream), name=f"event-stream {project_id}")
+                    continue
+                added, stream.members = members - stream.members, members
+                if stream.connected:
+                    self._set_modes(added, STREAMING, "event stream connected")
+            reason = (
+                f"more than {self._max_streams} event streams would be needed for this identity and project"
+            )
+            self._set_modes(plan.uncovered, POLLING, reason)
+            if group.streams or group.scopes:
+                self._groups[key] = group
+            else:
+                self._groups.pop(key, None)
+
+    async def close(self) -> None:
+        async with self._lock:
+            for group in self._groups.values():
+                for stream in group.streams.values():
+                    await self._stop(stream)
+            self._groups.clear()
+
+    async def _stop(self, stream: _Stream) -> None:
+        for task in (stream.task, stream.flush_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        stream.connected = False
+
+    # --- one stream -------------------------------------------------------------------------------------
+
+    async def _run(self, stream: _Stream) -> None:
+        """Forever: connect, consume, and wait as the way the last attempt ended says."""
+        retry = backoff.Backoff(self._backoff_initial, self._backoff_max, clock=self._clock)
+        auth_failures = 0
+        while True:
+            attempt = _Attempt()
+            failure: BaseException | None = None
+            try:
+                await self._connect_once(stream, attempt)
+            except Exception as exc:
+                failure = exc
+            finally:
+                stream.connected = False
+            if attempt.healthy:
+                retry.reset()
+                auth_failures = 0
+            if isinstance(failure, errors.AuthenticationError):
+                auth_failures += 1
+            delay = self._after(stream, attempt, failure, retry, first_auth_failure=auth_failures == 1)
+            self.stats.reconnects += 1
+            await asyncio.sleep(delay)
+
+    async def _connect_once(self, stream: _Stream, attempt: _Attempt) -> None:
+        """One connection: returns when the server ends it or the watchdog fires; raises otherwise."""
+        group = stream.group
+        async with self._open_stream(group.identity_key, group.project_id, stream.registrations) as messages:
+            attempt.connected = stream.connected = True
+            self.stats.connects += 1
+            self._set_modes(stream.members, STREAMING, "event stream connected")
+            self.stats.resyncs_after_reconnect += 1
+            await self._resync(set(stream.members), RESYNC_RECONNECT)
+            iterator = aiter(messages)
+            while True:
+                watchdog = asyncio.timeout(self._watchdog_seconds)
+                try:
+                    async with watchdog:
+                        message = await anext(iterator)
+                except StopAsyncIteration:
+                    logger.info("the service closed the event stream of project %s", group.project_id)
+                    return
+                except TimeoutError:
+                    if not watchdog.expired():
+                        raise
+                    attempt.watchdog = True
+                    self.stats.watchdog_timeouts += 1
+                    logger.warning(
+                        "event stream of project %s silent for %.0f s; reconnecting",
+                        group.project_id,
+                        self._watchdog_seconds,
+                    )
+                    return
+                attempt.healthy = True
+                if isinstance(message, events.SecretEvent):
+                    self._on_event(stream, message)
+                else:
+                    self.stats.heartbeats += 1
+
+    def _after(
+        self,
+        stream: _Stream,
+        attempt: _Attempt,
+        failure: BaseException | None,
+        retry: backoff.Backoff,
+        *,
+        first_auth_failure: bool,
+    ) -> float:
+        """Seconds to wait before the next connect; reports Polling when connecting failed."""
+        if failure is None:
+            return retry.next_delay()
+        name = type(failure).__name__
+        self.stats.failures[name] += 1
+        project = stream.group.project_id
+        if isinstance(failure, errors.PlanNotSupported):
+            self._refused(stream, "the service plan does not include event subscriptions")
+            return self._retry_after_refusal
+        if isinstance(failure, errors.PermissionDenied):
+            self._refused(stream, "the identity lacks the Secret Events permission for these paths")
+            return self._retry_after_refusal
+        if isinstance(failure, errors.ValidationError | errors.NotFound):
+            self._refused(stream, f"the service refused the event subscription ({name})")
+            return self._retry_after_refusal
+        if isinstance(failure, errors.StreamLimitReached):
+            self._set_modes(stream.members, POLLING, "the service refused: too many open event streams")
+            delay = retry.next_delay(failure.retry_after)
+            logger.warning(
+                "event stream of project %s refused (stream limit); retry in %.0f s", project, delay
+            )
+            return delay
+        if isinstance(failure, errors.AuthenticationError):
+            if first_auth_failure:
+                logger.info("event stream of project %s: %s; logging in again", project, name)
+                retry.reset()
+                return 0.0
+            delay = retry.next_delay()
+            if not attempt.connected:
+                self._set_modes(stream.members, POLLING, f"cannot authenticate the event stream ({name})")
+            logger.warning("event stream of project %s: %s again; retry in %.1f s", project, name, delay)
+            return delay
+        retry_after = failure.retry_after if isinstance(failure, errors.Unavailable) else None
+        delay = retry.next_delay(retry_after)
+        if not attempt.connected:
+            self._set_modes(stream.members, POLLING, f"event stream unavailable ({name})")
+        if isinstance(failure, errors.ServiceError):
+            logger.warning("event stream of project %s failed: %s; retry in %.1f s", project, failure, delay)
+        else:
+            logger.error("event stream of project %s failed unexpectedly", project, exc_info=failure)
+        return delay
+
+    def _refused(self, stream: _Stream, reason: str) -> None:
+        self._set_modes(stream.members, POLLING, reason)
+        logger.warning(
+            "event stream of project %s refused: %s; retrying in %.0f s",
+            stream.group.project_id,
+            reason,
+            self._retry_after_refusal,
+        )
+
+    # --- events and resyncs -----------------------------------------------------------------------------
+
+    def _on_event(self, stream: _Stream, event: events.SecretEvent) -> None:
+        self.stats.events[event.event_type] += 1
+        affected = streamplan.route(event, stream.group.scopes)
+        if not affected:
+            return
+        stream.pending |= affected
+        if stream.flush_task is None or stream.flush_task.done():
+            stream.flush_task = asyncio.create_task(self._flush(stream))
+
+    async def _flush(self, stream: _Stream) -> None:
+        """Coalesce a burst of events into one nudge per scope."""
+        while stream.pending:
+            await asyncio.sleep(self._debounce)
+            batch, stream.pending = stream.pending, set()
+            await self._resync(batch, RESYNC_EVENT)
+
+    async def _resync(self, scope_set: set[scopes.Scope], reason: str) -> None:
+        if not scope_set:
+            return
+        self.stats.resyncs[reason] += 1
+        try:
+            result = self._on_resync(scope_set, reason)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            logger.exception("on_resync failed (%s)", reason)
+
+    def _set_modes(self, scope_set: set[scopes.Scope], mode: str, reason: str) -> None:
+        for scope in scope_set:
+            if self._modes.get(scope) == (mode, reason):
+                continue
+            self._modes[scope] = (mode, reason)
+            try:
+                self._on_mode(scope, mode, reason)
+            except Exception:
+                logger.exception("on_mode failed")

@@ -1,0 +1,109 @@
+"""Kubernetes auth against the real local control plane: the dev server performs a real TokenReview."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from secretferry.devserver.testing import DevServer, run_dev_server
+
+pytestmark = pytest.mark.integration
+PROJECT = "33333333-3333-4333-8333-333333333333"
+AUDIENCE = "secretferry-devserver"
+LOGIN = "/api/v1/auth/kubernetes-auth/login"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[DevServer]:
+    seed = {"projects": [{"id": PROJECT, "slug": "k8s", "environments": [{"slug": "dev", "name": "Dev"}]}]}
+    with run_dev_server(seed=seed, data_dir=tmp_path, extra_args=["--token-error-status", "403"]) as srv:
+        yield srv
+
+
+def identity(server: DevServer, control_plane: Any, namespace: str, **overrides: Any) -> str:
+    identity_id = str(uuid.uuid4())
+    config = {
+        "kubernetesHost": control_plane.server,
+        "caCert": control_plane.ca_pem,
+        "tokenReviewerJwt": control_plane.reviewer_token(),
+        "allowedNamespaces": namespace,
+        "allowedNames": "app",
+        "allowedAudience": AUDIENCE,
+        **overrides,
+    }
+    server.add_seed(
+        {
+            "identities": [
+                {
+                    "id": identity_id,
+                    "name": "k8s",
+                    "kubernetesAuth": config,
+                    "projects": [{"project": "k8s", "role": "viewer"}],
+                }
+            ]
+        }
+    )
+    return identity_id
+
+
+def service_account(control_plane: Any, namespace: str, name: str) -> None:
+    control_plane.kubectl("create", "serviceaccount", name, "-n", namespace)
+
+
+def login(server: DevServer, identity_id: str, jwt: str) -> httpx.Response:
+    return httpx.post(f"{server.base_url}{LOGIN}", json={"identityId": identity_id, "jwt": jwt}, timeout=30)
+
+
+def test_login_success_and_expiry(server: DevServer, control_plane: Any, namespace: str) -> None:
+    service_account(control_plane, namespace, "app")
+    identity_id = identity(server, control_plane, namespace)
+    r = login(server, identity_id, control_plane.token_for(namespace, "app", audiences=[AUDIENCE]))
+    assert r.status_code == 200, r.text
+    assert r.json()["tokenType"] == "Bearer" and r.json()["expiresIn"] > 0
+    bearer = {"Authorization": f"Bearer {r.json()['accessToken']}"}
+    listing = httpx.get(
+        f"{server.base_url}/api/v4/secrets",
+        params={"projectId": PROJECT, "environment": "dev"},
+        headers=bearer,
+    )
+    assert listing.status_code == 200
+    server.expire_tokens(identity_id)
+    expired = httpx.get(
+        f"{server.base_url}/api/v4/secrets",
+        params={"projectId": PROJECT, "environment": "dev"},
+        headers=bearer,
+    )
+    assert expired.status_code == 403 and expired.json()["error"] == "TokenError"
+    again = login(server, identity_id, control_plane.token_for(namespace, "app", audiences=[AUDIENCE]))
+    assert again.status_code == 200
+
+
+def test_wrong_namespace(server: DevServer, control_plane: Any, namespace: str) -> None:
+    service_account(control_plane, namespace, "app")
+    identity_id = identity(server, control_plane, namespace, allowedNamespaces="somewhere-else,other-*")
+    r = login(server, identity_id, control_plane.token_for(namespace, "app", audiences=[AUDIENCE]))
+    assert r.status_code == 401
+
+
+def test_wrong_service_account_name(server: DevServer, control_plane: Any, namespace: str) -> None:
+    service_account(control_plane, namespace, "intruder")
+    identity_id = identity(server, control_plane, namespace)
+    r = login(server, identity_id, control_plane.token_for(namespace, "intruder", audiences=[AUDIENCE]))
+    assert r.status_code == 401
+
+
+def test_wrong_audience(server: DevServer, control_plane: Any, namespace: str) -> None:
+    service_account(control_plane, namespace, "app")
+    identity_id = identity(server, control_plane, namespace)
+    r = login(server, identity_id, control_plane.token_for(namespace, "app", audiences=["someone-else"]))
+    assert r.status_code == 401
+
+
+def test_garbage_token(server: DevServer, control_plane: Any, namespace: str) -> None:
+    identity_id = identity(server, control_plane, namespace)
+    assert login(server, identity_id, "not-a-jwt").status_code == 401

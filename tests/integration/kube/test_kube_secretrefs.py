@@ -1,0 +1,41 @@
+"""Reading one key of a referenced Secret; errors name the Secret and key, never the value."""
+
+from __future__ import annotations
+
+import pytest
+
+from secretferry.devcluster.cluster import ControlPlane
+from secretferry.kube import client, errors, secretrefs
+
+pytestmark = pytest.mark.integration
+
+
+async def test_read_key(kube: client.Kube, control_plane: ControlPlane, namespace: str) -> None:
+    control_plane.kubectl(
+        "create", "secret", "generic", "creds", "-n", namespace, "--from-literal=clientSecret=s3cr3t-välue"
+    )
+    assert (
+        await secretrefs.read_key(kube, namespace=namespace, name="creds", key="clientSecret")
+        == "s3cr3t-välue"
+    )
+    with pytest.raises(errors.SecretKeyMissing) as missing:
+        await secretrefs.read_key(kube, namespace=namespace, name="creds", key="clientId")
+    assert f"Secret {namespace}/creds" in str(missing.value) and "'clientId'" in str(missing.value)
+    assert "s3cr3t" not in str(missing.value)
+    with pytest.raises(errors.NotFound) as gone:
+        await secretrefs.read_key(kube, namespace=namespace, name="nope", key="k")
+    assert f"Secret {namespace}/nope not found" in str(gone.value)
+
+
+async def test_binary_value_is_refused_without_quoting_it(
+    kube: client.Kube, control_plane: ControlPlane, namespace: str, tmp_path: pytest.TempPathFactory
+) -> None:
+    await kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/secrets",
+        body={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bin"}, "data": {"k": "/w=="}},
+    )
+    with pytest.raises(errors.SecretValueUndecodable) as caught:
+        await secretrefs.read_key(kube, namespace=namespace, name="bin", key="k")
+    assert caught.value.__cause__ is None
+    assert "xff" not in str(caught.value).lower()

@@ -1,0 +1,119 @@
+"""Our LIST+WATCH loop against the real apiserver."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from secretferry.kube import client, errors, objects, watching
+
+pytestmark = pytest.mark.integration
+
+SECRETS = "/api/v1/secrets"
+
+
+def _secret(namespace: str, name: str, value: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "data": {"k": base64.b64encode(value.encode()).decode()},
+    }
+
+
+async def _next(
+    stream: AsyncIterator[watching.WatchEvent], wait_seconds: float = 30.0
+) -> watching.WatchEvent:
+    return await asyncio.wait_for(anext(stream), wait_seconds)
+
+
+def _name(event: watching.WatchEvent) -> str:
+    return str(event.object["metadata"]["name"])
+
+
+async def test_list_then_watch(kube: client.Kube, namespace: str) -> None:
+    for i in range(3):
+        await objects.apply(kube, _secret(namespace, f"s{i}", "v"), force=True)
+    async with contextlib.aclosing(watching.watch(kube, path=SECRETS, namespace=namespace)) as stream:
+        listed = [await _next(stream) for _ in range(4)]
+        assert [e.type for e in listed] == ["ADDED"] * 3 + ["SYNCED"]
+        assert sorted(_name(e) for e in listed[:3]) == ["s0", "s1", "s2"]
+        assert listed[0].object["kind"] == "Secret" and listed[0].object["apiVersion"] == "v1"
+        assert listed[3].object == {}
+
+        await objects.apply(kube, _secret(namespace, "s1", "changed"), force=True)
+        modified = await _next(stream)
+        assert (modified.type, _name(modified)) == ("MODIFIED", "s1")
+        await objects.apply(kube, _secret(namespace, "s3", "new"), force=True)
+        added = await _next(stream)
+        assert (added.type, _name(added)) == ("ADDED", "s3")
+        await objects.delete(kube, kind="Secret", namespace=namespace, name="s0")
+        deleted = await _next(stream)
+        assert (deleted.type, _name(deleted)) == ("DELETED", "s0")
+
+
+async def test_label_selector_filters(kube: client.Kube, namespace: str) -> None:
+    await objects.apply(kube, _secret(namespace, "mine", "v", {"sf": "yes"}), force=True)
+    await objects.apply(kube, _secret(namespace, "other", "v"), force=True)
+    async with contextlib.aclosing(
+        watching.watch(kube, path=SECRETS, namespace=namespace, label_selector="sf=yes")
+    ) as stream:
+        first, synced = await _next(stream), await _next(stream)
+        assert (first.type, _name(first), synced.type) == ("ADDED", "mine", "SYNCED")
+        await objects.apply(kube, _secret(namespace, "other", "changed"), force=True)
+        await objects.apply(kube, _secret(namespace, "mine", "changed", {"sf": "yes"}), force=True)
+        event = await _next(stream)
+        assert (event.type, _name(event)) == ("MODIFIED", "mine")
+        # Losing the label takes the object out of the selection: the server reports it DELETED.
+        await objects.apply(kube, _secret(namespace, "mine", "changed"), force=True)
+        event = await _next(stream)
+        assert (event.type, _name(event)) == ("DELETED", "mine")
+
+
+async def test_pagination(kube: client.Kube, namespace: str) -> None:
+    for i in range(5):
+        await objects.apply(kube, _secret(namespace, f"p{i}", "v"), force=True)
+    path = watching.scoped_path(SECRETS, namespace)
+    pages = [page async for page in watching.list_pages(kube, path=path, page_size=2)]
+    assert [len(items) for items, _ in pages] == [2, 2, 1]
+    assert all(version for _, version in pages)
+
+
+async def test_rewatch_after_server_timeout_without_relisting(kube: client.Kube, namespace: str) -> None:
+    async with contextlib.aclosing(
+        watching.watch(kube, path=SECRETS, namespace=namespace, timeout_seconds=1)
+    ) as stream:
+        assert (await _next(stream)).type == "SYNCED"
+        await asyncio.sleep(2.5)  # the server has ended at least one watch by now
+        await objects.apply(kube, _secret(namespace, "late", "v"), force=True)
+        event = await _next(stream)
+        assert (event.type, _name(event)) == ("ADDED", "late")
+
+
+async def test_gone_during_watch_relists(
+    kube: client.Kube, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_watch_once = watching.watch_once
+    calls = 0
+
+    async def expiring_once(*args: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise errors.Gone(410, "Expired", "too old resource version")
+        async for event in real_watch_once(*args, **kwargs):
+            yield event
+
+    monkeypatch.setattr(watching, "watch_once", expiring_once)
+    await objects.apply(kube, _secret(namespace, "x", "v"), force=True)
+    async with contextlib.aclosing(watching.watch(kube, path=SECRETS, namespace=namespace)) as stream:
+        types = [(await _next(stream)).type for _ in range(4)]
+        assert types == ["ADDED", "SYNCED", "ADDED", "SYNCED"]
+        await objects.apply(kube, _secret(namespace, "y", "v"), force=True)
+        event = await _next(stream)
+        assert (event.type, _name(event)) == ("ADDED", "y")

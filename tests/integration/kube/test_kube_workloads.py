@@ -1,0 +1,118 @@
+"""Finding and restarting the workloads that read a Secret, on a real controller-manager."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from secretferry.devcluster.cluster import ControlPlane
+from secretferry.kube import client, errors, workloads
+
+pytestmark = pytest.mark.integration
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, wait_seconds: float = 60.0, what: str) -> None:
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _deployment(name: str, namespace: str, *, secret: str | None, opted_in: bool) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "app", "image": "registry.invalid/app:1"}
+    if secret:
+        container["envFrom"] = [{"secretRef": {"name": secret}}]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {workloads.AUTO_RELOAD_ANNOTATION: "true"} if opted_in else {},
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [container]}},
+        },
+    }
+
+
+def _statefulset(name: str, namespace: str, secret: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {workloads.AUTO_RELOAD_ANNOTATION: "true"},
+        },
+        "spec": {
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "initContainers": [
+                        {
+                            "name": "init",
+                            "image": "registry.invalid/init:1",
+                            "env": [
+                                {"name": "T", "valueFrom": {"secretKeyRef": {"name": secret, "key": "t"}}}
+                            ],
+                        }
+                    ],
+                    "containers": [{"name": "app", "image": "registry.invalid/app:1"}],
+                },
+            },
+        },
+    }
+
+
+async def test_consumers(kube: client.Kube, control_plane: ControlPlane, namespace: str) -> None:
+    control_plane.apply(_deployment("reader", namespace, secret="app-secret", opted_in=True))
+    control_plane.apply(_deployment("not-opted-in", namespace, secret="app-secret", opted_in=False))
+    control_plane.apply(_deployment("other-secret", namespace, secret="other", opted_in=True))
+    control_plane.apply(_statefulset("db", namespace, "app-secret"))
+    found = await workloads.consumers(kube, namespace=namespace, secret_name="app-secret")
+    assert found == [("Deployment", "reader"), ("StatefulSet", "db")]
+
+
+async def test_restart_rolls_a_new_replicaset(
+    kube: client.Kube, control_plane: ControlPlane, namespace: str
+) -> None:
+    control_plane.apply(_deployment("web", namespace, secret="s", opted_in=True))
+
+    async def replicasets(count: int) -> bool:
+        listed = await kube.request("GET", f"/apis/apps/v1/namespaces/{namespace}/replicasets")
+        return len(listed["items"]) == count
+
+    await eventually(lambda: replicasets(1), what="the first ReplicaSet")
+    await workloads.restart(
+        kube,
+        kind="Deployment",
+        namespace=namespace,
+        name="web",
+        annotations={"secretferry.io/restartedAt": "t1"},
+    )
+    await eventually(lambda: replicasets(2), what="a second ReplicaSet after the restart")
+    deployment = await kube.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/web")
+    template_annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert template_annotations == {"secretferry.io/restartedAt": "t1"}
+
+
+async def test_rollouts_absent(kube: client.Kube, namespace: str) -> None:
+    assert await workloads.rollouts_supported(kube) is False
+    assert await workloads.rollouts_supported(kube) is False  # cached
+    with pytest.raises(errors.NotFound, match="Argo Rollouts"):
+        await workloads.restart(kube, kind="Rollout", namespace=namespace, name="r", annotations={"a": "b"})
+    with pytest.raises(errors.NotFound):
+        await workloads.restart(
+            kube, kind="Deployment", namespace=namespace, name="missing", annotations={"a": "b"}
+        )

@@ -1,0 +1,176 @@
+"""Helpers for operator tests: the dev server seed, custom resources, and waiting for outcomes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from secretferry.devcluster.cluster import ControlPlane
+
+ORG_ID = "0f000000-0000-4000-8000-000000000001"
+PROJECT_ID = "0f000000-0000-4000-8000-0000000000a1"
+PROJECT_SLUG = "app"
+IDENTITY_ID = "0f000000-0000-4000-8000-0000000000b1"
+UNIVERSAL_ID = "0f000000-0000-4000-8000-0000000000b2"
+AUDIENCE = "secretferry-test"
+OPERATOR_NAMESPACE = "secretferry-system"
+T = TypeVar("T")
+
+
+def seed(cp: ControlPlane, *, reviewer_token: str) -> dict[str, Any]:
+    """One project with dev/prod, a Kubernetes-auth identity checked by a real TokenReview."""
+    return {
+        "organizations": [{"id": ORG_ID, "name": "Test org", "slug": "test-org"}],
+        "projects": [
+            {
+                "id": PROJECT_ID,
+                "slug": PROJECT_SLUG,
+                "name": "App",
+                "organization": "test-org",
+                "environments": [{"slug": "dev", "name": "Dev"}, {"slug": "prod", "name": "Prod"}],
+            }
+        ],
+        "identities": [
+            {
+                "id": IDENTITY_ID,
+                "name": "operator",
+                "organization": "test-org",
+                "kubernetesAuth": {
+                    "kubernetesHost": cp.server,
+                    "caCert": cp.ca_pem,
+                    "tokenReviewerJwt": reviewer_token,
+                    "allowedNamespaces": "",
+                    "allowedNames": "",
+                    "allowedAudience": AUDIENCE,
+                    "accessTokenTTL": 3600,
+                    "accessTokenMaxTTL": 86400,
+                },
+                "projects": [{"project": PROJECT_SLUG, "role": "admin"}],
+            },
+            {
+                "id": UNIVERSAL_ID,
+                "name": "universal",
+                "organization": "test-org",
+                "universalAuth": {"clientId": "test-client", "clientSecret": "test-client-secret"},
+                "projects": [{"project": PROJECT_SLUG, "role": "admin"}],
+            },
+        ],
+    }
+
+
+def eventually(
+    check: Callable[[], T | None], *, timeout: float = 30.0, what: str, interval: float = 0.2
+) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def get(cp: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+    proc = subprocess.run(
+        [
+            str(cp.bin_dir / "kubectl"),
+            "--kubeconfig",
+            str(cp.kubeconfig),
+            "get",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        if "NotFound" in proc.stderr:
+            return None
+        raise RuntimeError(proc.stderr)
+    obj: dict[str, Any] = json.loads(proc.stdout)
+    return obj
+
+
+def secret_data(cp: ControlPlane, namespace: str, name: str) -> dict[str, str] | None:
+    obj = get(cp, "secret", name, namespace)
+    if obj is None:
+        return None
+    return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
+
+
+def ready(cp: ControlPlane, namespace: str, name: str, kind: str = "secretsync") -> dict[str, Any] | None:
+    obj = get(cp, kind, name, namespace)
+    if obj is None:
+        return None
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return dict(cond)
+    return None
+
+
+def wait_reason(
+    cp: ControlPlane, namespace: str, name: str, reason: str, *, timeout: float = 30.0
+) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        cond = ready(cp, namespace, name)
+        return cond if cond and cond.get("reason") == reason else None
+
+    return eventually(check, timeout=timeout, what=f"{namespace}/{name} Ready reason {reason}")
+
+
+def kubernetes_identity(
+    cp: ControlPlane, namespace: str, name: str = "ferry", *, sa: str = "ferry-sa"
+) -> None:
+    cp.kubectl("create", "serviceaccount", sa, "-n", namespace)
+    cp.apply(
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "MachineIdentity",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "auth": {
+                    "kubernetes": {
+                        "identityId": IDENTITY_ID,
+                        "serviceAccountRef": {"name": sa},
+                        "audiences": [AUDIENCE],
+                    }
+                }
+            },
+        }
+    )
+
+
+def secret_sync(
+    cp: ControlPlane,
+    namespace: str,
+    name: str,
+    *,
+    sources: list[dict[str, Any]],
+    target: dict[str, Any] | None = None,
+    identity: str = "ferry",
+    identity_kind: str = "MachineIdentity",
+    **spec: Any,
+) -> None:
+    body: dict[str, Any] = {
+        "apiVersion": "secretferry.io/v1alpha1",
+        "kind": "SecretSync",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"identityRef": {"kind": identity_kind, "name": identity}, "sources": sources, **spec},
+    }
+    if target is not None:
+        body["spec"]["target"] = target
+    cp.apply(body)
+
+
+def source(path: str, **extra: Any) -> dict[str, Any]:
+    return {"projectId": PROJECT_ID, "environment": "dev", "path": path, **extra}

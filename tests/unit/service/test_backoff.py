@@ -1,0 +1,72 @@
+"""Backoff: full jitter under a doubling, capped ceiling; ``retry_after`` wins when larger."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from secretferry.service import backoff
+
+
+class Clock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Top(random.Random):
+    """Always draws the top of the range, so delays equal the ceiling."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+@pytest.mark.parametrize(
+    ("failures", "expected"),
+    [(0, 1.0), (1, 2.0), (2, 4.0), (3, 8.0), (4, 10.0), (50, 10.0), (500, 10.0)],
+)
+def test_ceiling_doubles_and_is_capped(failures: int, expected: float) -> None:
+    b = backoff.Backoff(1.0, 10.0, rng=Top())
+    for _ in range(failures):
+        b.next_delay()
+    assert b.ceiling() == expected
+    assert b.next_delay() == expected
+
+
+def test_full_jitter_stays_within_ceiling() -> None:
+    b = backoff.Backoff(1.0, 30.0, rng=random.Random(7))
+    delays = [b.next_delay() for _ in range(200)]
+    assert all(0.0 <= d <= 30.0 for d in delays)
+    assert len(set(delays)) > 150  # jittered, not lock-step
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "expected"),
+    [(None, 1.0), (0.5, 1.0), (60.0, 60.0), (1000.0, 1000.0)],
+)
+def test_retry_after_wins_when_larger(retry_after: float | None, expected: float) -> None:
+    b = backoff.Backoff(1.0, 10.0, rng=Top())
+    assert b.next_delay(retry_after) == expected
+
+
+def test_retry_at_ready_and_reset() -> None:
+    clock = Clock()
+    b = backoff.Backoff(2.0, 10.0, clock=clock, rng=Top())
+    assert b.ready() and b.retry_at is None
+    b.next_delay()
+    assert b.retry_at == 102.0 and not b.ready()
+    clock.now = 102.0
+    assert b.ready()
+    b.next_delay()
+    assert b.failures == 2 and b.ceiling() == 8.0
+    b.reset()
+    assert b.failures == 0 and b.ready() and b.ceiling() == 2.0
+
+
+@pytest.mark.parametrize(("initial", "maximum"), [(0.0, 1.0), (-1.0, 1.0), (2.0, 1.0)])
+def test_rejects_nonsense(initial: float, maximum: float) -> None:
+    with pytest.raises(ValueError):
+        backoff.Backoff(initial, maximum)

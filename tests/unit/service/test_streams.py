@@ -1,0 +1,309 @@
+"""StreamManager against fake streams (async queues); small real timings."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+
+import pytest
+
+from secretferry.service import errors, events, scopes, streams
+
+Message = events.StreamMessage | BaseException | None
+
+
+def S(env: str, path: str = "/", recursive: bool = False, imports: bool = True) -> scopes.Scope:
+    return scopes.Scope("id", "p-1", env, path, recursive=recursive, include_imports=imports)
+
+
+class Conn:
+    def __init__(self, registrations: Sequence[events.EventRegistration]) -> None:
+        self.registrations = tuple(registrations)
+        self.queue: asyncio.Queue[Message] = asyncio.Queue()
+        self.closed = False
+
+    async def messages(self) -> AsyncIterator[events.StreamMessage]:
+        while True:
+            item = await self.queue.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def send(self, message: Message) -> None:
+        self.queue.put_nowait(message)
+
+
+class FakeService:
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.refusals: list[BaseException] = []
+        self.conns: list[Conn] = []
+
+    @property
+    def open(self) -> list[Conn]:
+        return [c for c in self.conns if not c.closed]
+
+    @contextlib.asynccontextmanager
+    async def open_stream(
+        self, identity: str, project: str, registrations: Sequence[events.EventRegistration]
+    ) -> AsyncIterator[AsyncIterator[events.StreamMessage]]:
+        self.attempts += 1
+        if self.refusals:
+            raise self.refusals.pop(0)
+        conn = Conn(registrations)
+        self.conns.append(conn)
+        try:
+            yield conn.messages()
+        finally:
+            conn.closed = True
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.resyncs: list[tuple[frozenset[scopes.Scope], str]] = []
+        self.modes: list[tuple[scopes.Scope, str, str]] = []
+
+    async def on_resync(self, scope_set: set[scopes.Scope], reason: str) -> None:
+        self.resyncs.append((frozenset(scope_set), reason))
+
+    def on_mode(self, scope: scopes.Scope, mode: str, reason: str) -> None:
+        self.modes.append((scope, mode, reason))
+
+    def reasons(self, reason: str) -> list[frozenset[scopes.Scope]]:
+        return [s for s, r in self.resyncs if r == reason]
+
+    def mode_of(self, scope: scopes.Scope) -> str | None:
+        found = [m for s, m, _ in self.modes if s == scope]
+        return found[-1] if found else None
+
+
+async def until(condition: Callable[[], bool], within: float = 2.0) -> None:
+    """Poll a condition on fake-service state (nothing to wait on: the fakes have no events)."""
+    async with asyncio.timeout(within):
+        while not condition():  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+
+
+@pytest.fixture
+def service() -> FakeService:
+    return FakeService()
+
+
+@pytest.fixture
+def rec() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+async def manager(service: FakeService, rec: Recorder) -> AsyncIterator[streams.StreamManager]:
+    m = streams.StreamManager(
+        open_stream=service.open_stream,
+        on_resync=rec.on_resync,
+        on_mode=rec.on_mode,
+        heartbeat_seconds=0.05,
+        watchdog_heartbeats=3,
+        debounce_seconds=0.05,
+        backoff_initial=0.01,
+        backoff_max=0.05,
+        retry_after_refusal_seconds=60.0,
+    )
+    yield m
+    await m.close()
+
+
+A, B = S("dev", "/a"), S("dev", "/b", recursive=True)
+
+
+async def test_resync_on_connect_and_reconnect(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    await manager.update("id", "p-1", {A, B})
+    await until(lambda: len(rec.reasons("reconnect")) == 1)
+    assert rec.reasons("reconnect") == [frozenset({A, B})]
+    assert rec.mode_of(A) == rec.mode_of(B) == "Streaming"
+    assert manager.open_streams == 1
+    service.open[0].send(None)  # the server closes the stream
+    await until(lambda: len(rec.reasons("reconnect")) == 2)
+    assert service.attempts == 2 and manager.stats.connects == 2
+    assert [m for _, m, _ in rec.modes] == ["Streaming", "Streaming"]  # no flapping
+
+
+async def test_watchdog_replaces_a_silent_stream(
+    manager: streams.StreamManager, service: FakeService
+) -> None:
+    await manager.update("id", "p-1", {A})
+    await until(lambda: service.attempts == 1)
+    await until(lambda: service.attempts >= 2, within=1.0)
+    assert manager.stats.watchdog_timeouts >= 1
+    assert service.conns[0].closed
+
+
+async def test_heartbeats_keep_a_stream_alive(manager: streams.StreamManager, service: FakeService) -> None:
+    await manager.update("id", "p-1", {A})
+    await until(lambda: len(service.open) == 1)
+    for _ in range(15):  # 0.3 s: twice the 0.15 s watchdog
+        service.open[0].send(events.Heartbeat())
+        await asyncio.sleep(0.02)
+    assert service.attempts == 1 and manager.stats.watchdog_timeouts == 0
+    assert manager.stats.heartbeats == 15
+
+
+async def test_event_burst_is_one_resync(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    other = S("dev", "/c")
+    await manager.update("id", "p-1", {A, B, other})
+    await until(lambda: len(service.open) == 1)
+    conn = service.open[0]
+    for i in range(50):
+        path = "/a" if i % 2 else f"/b/x{i}"
+        conn.send(events.SecretEvent(events.SECRET_UPDATE, (events.EventItem("dev", path, f"K{i}"),)))
+    conn.send(events.SecretEvent(events.SECRET_UPDATE, (events.EventItem("dev", "/unrelated", "K"),)))
+    await until(lambda: len(rec.reasons("event")) == 1)
+    await asyncio.sleep(0.15)
+    assert rec.reasons("event") == [frozenset({A, B})]
+    assert manager.stats.events[events.SECRET_UPDATE] == 51
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        errors.PlanNotSupported("plan", status_code=400),
+        errors.PermissionDenied("no Secret Events", details=[{"x": 1}]),
+    ],
+)
+async def test_refusal_switches_to_polling_and_waits(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder, refusal: errors.ServiceError
+) -> None:
+    service.refusals = [refusal]
+    await manager.update("id", "p-1", {A})
+    await until(lambda: rec.mode_of(A) == "Polling")
+    await asyncio.sleep(0.1)
+    assert service.attempts == 1  # retried only after retry_after_refusal_seconds
+    assert rec.resyncs == []
+
+
+async def test_stream_limit_backs_off_then_streams(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    service.refusals = [errors.StreamLimitReached("too many", retry_after=0.05)]
+    await manager.update("id", "p-1", {A})
+    await until(lambda: rec.mode_of(A) == "Streaming")
+    assert [m for _, m, _ in rec.modes] == ["Polling", "Streaming"]
+    assert service.attempts == 2
+
+
+async def test_unavailable_backs_off_and_recovers(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    service.refusals = [errors.Unavailable("down"), errors.Unavailable("down"), OSError("boom")]
+    await manager.update("id", "p-1", {A})
+    await until(lambda: rec.mode_of(A) == "Streaming")
+    assert service.attempts == 4
+    assert manager.stats.failures == {"Unavailable": 2, "OSError": 1}
+
+
+async def test_auth_failure_reconnects_at_once_then_backs_off(service: FakeService, rec: Recorder) -> None:
+    manager = streams.StreamManager(
+        open_stream=service.open_stream,
+        on_resync=rec.on_resync,
+        on_mode=rec.on_mode,
+        backoff_initial=0.3,
+        backoff_max=0.3,
+    )
+    try:
+        await manager.update("id", "p-1", {A})
+        await until(lambda: len(service.open) == 1)
+        service.open[0].send(errors.StreamError("token re-check failed"))
+        await until(lambda: service.attempts == 2, within=0.1)  # at once, despite the backoff
+        assert rec.mode_of(A) == "Streaming"
+        service.refusals = [errors.AuthenticationError("bad"), errors.AuthenticationError("bad")]
+        service.open[0].send(events.Heartbeat())  # healthy again: the next auth failure is a first one
+        await asyncio.sleep(0.01)
+        service.open[0].send(errors.StreamError("again"))
+        await until(lambda: service.attempts == 4, within=0.5)
+        assert rec.mode_of(A) == "Polling"
+    finally:
+        await manager.close()
+
+
+async def test_never_more_than_five_streams(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    envs = ["dev", "prod", "stg", "qa", "e5", "e6", "e7", "e8", "e9", "e10", "e11"]
+    scope_set = {S(envs[i % len(envs)], f"/svc{i}") for i in range(20)}
+    await manager.update("id", "p-1", scope_set)
+    await until(lambda: len(service.open) == 5)
+    await asyncio.sleep(0.05)
+    assert manager.running_streams == 5 and len(service.open) == 5 and service.attempts == 5
+    assert all(len(c.registrations) <= 10 for c in service.open)
+    polling = {s for s in scope_set if rec.mode_of(s) == "Polling"}
+    streaming = {s for s in scope_set if rec.mode_of(s) == "Streaming"}
+    assert polling and streaming and polling | streaming == scope_set
+    assert {s.environment for s in polling} == {"e11"}  # the environment with the fewest scopes
+
+
+async def test_unchanged_plan_does_not_reconnect(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    root = S("dev", "/", recursive=True)
+    await manager.update("id", "p-1", {root})
+    await until(lambda: len(service.open) == 1)
+    await manager.update("id", "p-1", {root})
+    inside = S("dev", "/deep/x")  # served by the same "/**" registrations
+    await manager.update("id", "p-1", {root, inside})
+    await asyncio.sleep(0.05)
+    assert service.attempts == 1 and len(service.open) == 1
+    assert rec.mode_of(inside) == "Streaming"
+
+
+async def test_changed_plan_restarts_only_what_changed(
+    manager: streams.StreamManager, service: FakeService
+) -> None:
+    dev, prod, stg = S("dev", "/a"), S("prod", "/a"), S("stg", "/a")
+    await manager.update("id", "p-1", {dev, prod, stg})
+    await until(lambda: len(service.open) == 2)
+    keep = [c for c in service.open if {r.environment_slug for r in c.registrations} == {"dev", "prod"}]
+    await manager.update("id", "p-1", {dev, prod, S("stg", "/b")})  # only the stg stream changes
+    await until(lambda: service.attempts == 3)
+    await asyncio.sleep(0.02)
+    assert len(service.open) == 2 and keep[0] in service.open and service.attempts == 3
+
+
+async def test_empty_update_stops_streams(manager: streams.StreamManager, service: FakeService) -> None:
+    await manager.update("id", "p-1", {A})
+    await until(lambda: len(service.open) == 1)
+    await manager.update("id", "p-1", set())
+    assert service.open == [] and manager.running_streams == 0 and manager.open_streams == 0
+    assert manager.mode(A) is None
+
+
+async def test_close_stops_everything(manager: streams.StreamManager, service: FakeService) -> None:
+    await manager.update("id", "p-1", {A})
+    await manager.update("id", "p-2", {S("dev")})
+    await until(lambda: len(service.open) == 2)
+    await manager.close()
+    assert service.open == [] and manager.running_streams == 0
+
+
+async def test_failing_callbacks_do_not_kill_the_stream(service: FakeService) -> None:
+    calls: list[str] = []
+
+    def on_resync(scope_set: set[scopes.Scope], reason: str) -> None:
+        calls.append(reason)
+        raise RuntimeError("callback bug")
+
+    manager = streams.StreamManager(
+        open_stream=service.open_stream, on_resync=on_resync, on_mode=lambda *a: None, debounce_seconds=0.01
+    )
+    try:
+        await manager.update("id", "p-1", {A})
+        await until(lambda: len(service.open) == 1)
+        service.open[0].send(events.SecretEvent(events.SECRET_CREATE, (events.EventItem("dev", "/a", "K"),)))
+        await until(lambda: calls == ["reconnect", "event"])
+        assert len(service.open) == 1
+    finally:
+        await manager.close()
