@@ -19,8 +19,10 @@ from secretferry.devcluster import cluster
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ControlPlane]:
     try:
         cp = cluster.start(tmp_path_factory.mktemp("control-plane"))
-    except Exception as exc:  # noqa: BLE001 - re-raised as a loud failure with context
-        pytest.fail(f"the local control plane could not start (CI={os.environ.get('CI')}): {exc}", pytrace=False)
+    except Exception as exc:
+        pytest.fail(
+            f"the local control plane could not start (CI={os.environ.get('CI')}): {exc}", pytrace=False
+        )
     try:
         yield cp
     finally:

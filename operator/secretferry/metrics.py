@@ -13,9 +13,13 @@ SYNC_DURATION = Histogram(
 )
 WRITES = Counter("secretferry_target_writes_total", "Secret/ConfigMap writes by reason.", ["reason"])
 SERVICE_CALLS = Counter(
-    "secretferry_service_calls_total", "Calls to the secrets service by endpoint and status.", ["endpoint", "status"]
+    "secretferry_service_calls_total",
+    "Calls to the secrets service by endpoint and status.",
+    ["endpoint", "status"],
 )
-LOGINS = Counter("secretferry_logins_total", "Logins at the secrets service by method and result.", ["method", "result"])
+LOGINS = Counter(
+    "secretferry_logins_total", "Logins at the secrets service by method and result.", ["method", "result"]
+)
 ACTIVE_SCOPES = Gauge("secretferry_active_scopes", "Distinct scopes currently read.")
 RESOURCES = Gauge("secretferry_secretsyncs", "SecretSyncs by readiness.", ["ready"])
 OPEN_STREAMS = Gauge("secretferry_open_streams", "Event streams currently open.")

@@ -30,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
         print("control plane stopped" if stopped else f"no control plane recorded in {workdir}")
         return 0
     if (workdir / "state.json").exists():
-        print(f"a control plane is already recorded in {workdir}; run 'make cluster-down' first", file=sys.stderr)
+        print(
+            f"a control plane is already recorded in {workdir}; run 'make cluster-down' first",
+            file=sys.stderr,
+        )
         return 1
     t0 = time.monotonic()
     cp = cluster.start(workdir)

@@ -100,9 +100,13 @@ def _issue(
             except ValueError:
                 alt.append(x509.DNSName(name))
         builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
-        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        builder = builder.add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
     if client:
-        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        builder = builder.add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+        )
     return builder.sign(ca_key, hashes.SHA256())
 
 

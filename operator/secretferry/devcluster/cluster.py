@@ -206,12 +206,18 @@ def _kubeconfig(path: Path, *, server: str, pki: certs.Pki) -> None:
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": "secretferry-dev", "cluster": {"server": server, "certificate-authority-data": b64(pki.ca_cert)}}
+            {
+                "name": "secretferry-dev",
+                "cluster": {"server": server, "certificate-authority-data": b64(pki.ca_cert)},
+            }
         ],
         "users": [
             {
                 "name": "admin",
-                "user": {"client-certificate-data": b64(pki.admin_cert), "client-key-data": b64(pki.admin_key)},
+                "user": {
+                    "client-certificate-data": b64(pki.admin_cert),
+                    "client-key-data": b64(pki.admin_key),
+                },
             }
         ],
         "contexts": [{"name": "secretferry-dev", "context": {"cluster": "secretferry-dev", "user": "admin"}}],
@@ -262,7 +268,12 @@ def start(workdir: Path | None = None, *, bin_dir: Path | None = None) -> Contro
     etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
     server = f"https://127.0.0.1:{api_port}"
     cp = ControlPlane(
-        workdir=workdir, bin_dir=bin_dir, server=server, pki=pki, kubeconfig=workdir / "kubeconfig", owns_workdir=owns
+        workdir=workdir,
+        bin_dir=bin_dir,
+        server=server,
+        pki=pki,
+        kubeconfig=workdir / "kubeconfig",
+        owns_workdir=owns,
     )
     _kubeconfig(cp.kubeconfig, server=server, pki=pki)
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -304,7 +315,7 @@ def start(workdir: Path | None = None, *, bin_dir: Path | None = None) -> Contro
                 "--authorization-mode=RBAC",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
-                "--enable-priority-and-fairness=false",  # a dev cluster: no APF queueing surprises in benchmarks
+                "--enable-priority-and-fairness=false",  # no APF queueing surprises in benchmarks
                 "--max-requests-inflight=2000",
                 "--max-mutating-requests-inflight=1000",
                 "--v=1",

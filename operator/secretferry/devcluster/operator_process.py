@@ -52,10 +52,10 @@ class OperatorProcess:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"the operator exited with {self._proc.returncode}:\n{self.log_tail()}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=1) as r:
-                    if r.status == 200:
-                        return
+            url = f"http://127.0.0.1:{self.liveness_port}/healthz"
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
             time.sleep(0.2)
         raise RuntimeError(f"the operator did not become live in {wait_seconds:.0f} s:\n{self.log_tail()}")
 
@@ -89,7 +89,9 @@ class OperatorProcess:
 
 
 @contextlib.contextmanager
-def running(*, kubeconfig: Path, log_path: Path, env: Mapping[str, str] | None = None) -> Iterator[OperatorProcess]:
+def running(
+    *, kubeconfig: Path, log_path: Path, env: Mapping[str, str] | None = None
+) -> Iterator[OperatorProcess]:
     op = OperatorProcess(kubeconfig=kubeconfig, log_path=log_path, env=env)
     op.start()
     try:

@@ -55,9 +55,7 @@ def find(conditions: Sequence[Mapping[str, Any]], type_: str) -> Mapping[str, An
     return next((c for c in conditions if c.get("type") == type_), None)
 
 
-def transitioned(
-    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]], type_: str
-) -> bool:
+def transitioned(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]], type_: str) -> bool:
     """Whether the condition's status or reason changed: the only moments an Event is posted."""
     old, new = find(before, type_), find(after, type_)
     if new is None:

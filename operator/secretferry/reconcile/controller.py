@@ -41,7 +41,9 @@ from secretferry.service import scopes as scope_mod
 from secretferry.service import streams as streams_mod
 
 log = logging.getLogger(__name__)
-_RESYNC_TICK_SECONDS = 1.0  # granularity of the periodic resync; intervals are minutes, jitter covers the rest
+_RESYNC_TICK_SECONDS = (
+    1.0  # granularity of the periodic resync; intervals are minutes, jitter covers the rest
+)
 _IDENTITY_PLURALS = {ident_mod.MACHINE: "machineidentities", ident_mod.CLUSTER: "clustermachineidentities"}
 
 
@@ -69,7 +71,9 @@ class Controller:
         self.rollouts = rollouts.RolloutManager(
             kube, cooldown_seconds=settings.rollout_cooldown_seconds, instance=instance
         )
-        self.queue: scheduler.Scheduler[state.SyncKey] = scheduler.Scheduler(self._work, workers=settings.workers)
+        self.queue: scheduler.Scheduler[state.SyncKey] = scheduler.Scheduler(
+            self._work, workers=settings.workers
+        )
         self.streams = streams_mod.StreamManager(
             open_stream=self._open_stream,
             on_resync=self._on_resync,
@@ -100,6 +104,7 @@ class Controller:
         self._targets_ready = asyncio.Event()
         self._initial_listed = False
         self._synced_sources: set[tuple[str, str | None]] = set()
+        self._sources_synced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._identity_tasks: set[asyncio.Task[None]] = set()
 
@@ -160,12 +165,14 @@ class Controller:
 
     def _targets_synced_once(self, path: str, namespace: str | None) -> None:
         self._synced_sources.add((path, namespace))
+        self._sources_synced.set()
 
     async def _start_workers_when_ready(self, expected: int) -> None:
         """Workers start once the target cache is complete: otherwise every existing Secret
         would look missing after a restart and be rewritten."""
         while len(self._synced_sources) < expected:
-            await asyncio.sleep(0.05)
+            self._sources_synced.clear()
+            await self._sources_synced.wait()
         self._targets_ready.set()
         self.queue.start()
 
@@ -186,7 +193,9 @@ class Controller:
         seen: set[state.SyncKey] = set()
         async for event in watching.watch(self.kube, path=path, namespace=namespace):
             if event.type == "SYNCED":
-                for gone in [k for k in self.syncs if k not in seen and (namespace is None or k[0] == namespace)]:
+                for gone in [
+                    k for k in self.syncs if k not in seen and (namespace is None or k[0] == namespace)
+                ]:
                     self._sync_deleted(gone)
                 seen = set()
                 self._initial_listed = True
@@ -252,7 +261,9 @@ class Controller:
         while True:
             await asyncio.sleep(_RESYNC_TICK_SECONDS)
             now = self.clock()
-            for scope in self.scopes.due(now, streaming_seconds=self.settings.streaming_refresh_interval_seconds):
+            for scope in self.scopes.due(
+                now, streaming_seconds=self.settings.streaming_refresh_interval_seconds
+            ):
                 for key in self.scopes.keys_of(scope):
                     self.queue.enqueue(key, live=False)
             # SecretSyncs without scopes (identity missing, invalid spec) are retried by backoff or
@@ -319,7 +330,9 @@ class Controller:
             return
         st.mode, st.mode_reason = mode, reason
         if mode != reasons.STREAMING:
-            interval = self.scopes.interval(scope, streaming_seconds=self.settings.streaming_refresh_interval_seconds)
+            interval = self.scopes.interval(
+                scope, streaming_seconds=self.settings.streaming_refresh_interval_seconds
+            )
             st.next_due = min(st.next_due, self.clock() + interval)
         for key in st.keys:
             self.queue.enqueue(key, live=False)  # status.updateMode follows

@@ -119,7 +119,11 @@ class IdentityRegistry:
             key=key, uid=meta.get("uid", ""), generation=meta.get("generation"), model=model, invalid=invalid
         )
         if previous is not None and previous.uid == entry.uid and previous.generation == entry.generation:
-            entry.session, entry.reported, entry.last_error = previous.session, previous.reported, previous.last_error
+            entry.session, entry.reported, entry.last_error = (
+                previous.session,
+                previous.reported,
+                previous.last_error,
+            )
         self._entries[key] = entry
         return entry
 
@@ -141,7 +145,9 @@ class IdentityRegistry:
         entry = self._entries.get(key)
         where = f"in namespace {namespace}" if ref.kind == MACHINE else "(cluster-scoped)"
         if entry is None:
-            raise IdentityProblem(reasons.IDENTITY_NOT_FOUND, f"{ref.kind} {ref.name!r} {where} does not exist")
+            raise IdentityProblem(
+                reasons.IDENTITY_NOT_FOUND, f"{ref.kind} {ref.name!r} {where} does not exist"
+            )
         if entry.model is None:
             raise IdentityProblem(
                 reasons.IDENTITY_NOT_READY, f"{ref.kind} {ref.name!r} has an invalid spec: {entry.invalid}"
@@ -210,7 +216,9 @@ class IdentityRegistry:
             return await self._read(entry, spec.tls.ca_secret_ref)
         return None
 
-    async def _credentials(self, entry: IdentityEntry, method: identity_models.IdentityAuth) -> auth.Credentials:
+    async def _credentials(
+        self, entry: IdentityEntry, method: identity_models.IdentityAuth
+    ) -> auth.Credentials:
         if method.kubernetes is not None:
             k8s = method.kubernetes
             sa_namespace = self._ref_namespace(entry, k8s.service_account_ref)
@@ -239,7 +247,13 @@ class IdentityRegistry:
         return auth.StaticTokenCredentials(token=await self._read(entry, method.access_token.secret_ref))
 
     def _minter(
-        self, entry: IdentityEntry, *, namespace: str, name: str, audiences: list[str], expiration_seconds: int
+        self,
+        entry: IdentityEntry,
+        *,
+        namespace: str,
+        name: str,
+        audiences: list[str],
+        expiration_seconds: int,
     ) -> Callable[[], Awaitable[str]]:
         """A fresh TokenRequest at every login: an old token is never replayed."""
 

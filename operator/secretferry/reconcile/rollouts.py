@@ -77,11 +77,15 @@ class RolloutManager:
         namespace = sync.metadata.namespace or ""
         targets: set[tuple[str, str]] = {(t.kind, t.name) for t in sync.spec.rollout_restart_targets}
         try:
-            targets |= set(await workloads.consumers(self._kube, namespace=namespace, secret_name=secret_name))
+            targets |= set(
+                await workloads.consumers(self._kube, namespace=namespace, secret_name=secret_name)
+            )
         except kube_errors.KubeError as exc:
             log.warning("cannot list workloads consuming %s/%s: %s", namespace, secret_name, exc)
         for kind, name in sorted(targets):
-            self._schedule((kind, namespace, name), restart_annotation(secret_name), data_hmac, secret_name, regarding)
+            self._schedule(
+                (kind, namespace, name), restart_annotation(secret_name), data_hmac, secret_name, regarding
+            )
 
     def _schedule(
         self,
@@ -128,7 +132,7 @@ class RolloutManager:
             self._kube,
             regarding=pending.regarding,
             reason="RolloutRestarted",
-            note=f"restarted {kind} {name} after the data of Secret(s) {', '.join(sorted(pending.reasons))} changed",
+            note=f"restarted {kind} {name}: data of Secret(s) {', '.join(sorted(pending.reasons))} changed",
             type="Normal",
             action="Restart",
             reporting_instance=self._instance,

@@ -106,7 +106,7 @@ class Scheduler(Generic[K]):
 
     async def idle(self, *, poll_seconds: float = 0.01) -> None:
         """Wait until nothing is queued or running (tests and benchmarks)."""
-        while self._queued or self._running:
+        while self._queued or self._running:  # noqa: ASYNC110 - a test helper; polling is simplest
             await asyncio.sleep(poll_seconds)
 
     # --- internals -------------------------------------------------------------------------

@@ -150,7 +150,9 @@ class ScopeIndex:
             if state.next_due <= now:
                 due.append(scope)
                 state.fresh_after = now
-                state.next_due = now + self._jittered(self.interval(scope, streaming_seconds=streaming_seconds))
+                state.next_due = now + self._jittered(
+                    self.interval(scope, streaming_seconds=streaming_seconds)
+                )
         return due
 
     def _jittered(self, seconds: float) -> float:

@@ -19,14 +19,27 @@ from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import events as kube_events
-from secretferry.kube import objects, status as kube_status
+from secretferry.kube import objects
+from secretferry.kube import status as kube_status
 from secretferry.models import base as models_base
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import conditions, desired as desired_mod, drift, outcomes, reasons, rollouts, state
+from secretferry.reconcile import (
+    conditions,
+    drift,
+    outcomes,
+    reasons,
+    rollouts,
+    state,
+)
+from secretferry.reconcile import (
+    desired as desired_mod,
+)
 from secretferry.reconcile import identities as ident_mod
-from secretferry.service import auth, fetcher as fetcher_mod, scopes as scope_mod
+from secretferry.service import auth
 from secretferry.service import errors as service_errors
+from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import models as service_models
+from secretferry.service import scopes as scope_mod
 
 log = logging.getLogger(__name__)
 PLURAL = "secretsyncs"
@@ -75,7 +88,9 @@ async def reconcile(deps: Deps, entry: state.SyncEntry) -> float | None:
 async def _reconcile(deps: Deps, entry: state.SyncEntry) -> tuple[float | None, str]:
     sync = entry.model
     if sync is None:
-        await report(deps, entry, ok=False, reason=reasons.INVALID_SPEC, message=entry.invalid or "invalid spec")
+        await report(
+            deps, entry, ok=False, reason=reasons.INVALID_SPEC, message=entry.invalid or "invalid spec"
+        )
         return None, "invalid"
     try:
         identity = await deps.identities.resolve(sync)
@@ -193,7 +208,9 @@ async def _scopes(
     return tuple(result)
 
 
-def _update_mode(deps: Deps, sync: sync_models.SecretSync, scopes: Sequence[scope_mod.Scope]) -> tuple[str, str]:
+def _update_mode(
+    deps: Deps, sync: sync_models.SecretSync, scopes: Sequence[scope_mod.Scope]
+) -> tuple[str, str]:
     if not sync.spec.instant_updates:
         return reasons.POLLING, f"{reasons.INSTANT_UPDATES_DISABLED}: spec.instantUpdates is false"
     for scope in scopes:
@@ -261,7 +278,8 @@ async def _write(
 def _backoff(deps: Deps, entry: state.SyncEntry, retry_after: float | None = None) -> float:
     entry.failures += 1
     base: float = min(
-        deps.settings.backoff_max_seconds, deps.settings.backoff_initial_seconds * 2.0 ** min(entry.failures - 1, 30)
+        deps.settings.backoff_max_seconds,
+        deps.settings.backoff_initial_seconds * 2.0 ** min(entry.failures - 1, 30),
     )
     return max(base, retry_after or 0.0)
 

@@ -40,7 +40,9 @@ def _review(cp: ControlPlane, token: str, audiences: list[str]) -> dict[str, obj
         "kind": "TokenReview",
         "spec": {"token": token, "audiences": audiences},
     }
-    out: dict[str, object] = json.loads(cp.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(review)))
+    out: dict[str, object] = json.loads(
+        cp.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(review))
+    )
     status = out["status"]
     assert isinstance(status, dict)
     return status
@@ -119,7 +121,9 @@ def test_pod_template_patch_creates_a_new_replicaset(control_plane: ControlPlane
     )
     _eventually(lambda: len(_replicasets(control_plane, namespace)) == 1, what="the first ReplicaSet")
     patch = {"spec": {"template": {"metadata": {"annotations": {"secretferry.io/restartedAt": "1"}}}}}
-    control_plane.kubectl("patch", "deployment", "web", "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+    control_plane.kubectl(
+        "patch", "deployment", "web", "-n", namespace, "--type=merge", "-p", json.dumps(patch)
+    )
     _eventually(lambda: len(_replicasets(control_plane, namespace)) == 2, what="a second ReplicaSet")
 
 

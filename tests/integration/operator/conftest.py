@@ -6,13 +6,12 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import harness
 import pytest
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
 from secretferry.devserver.testing import DevServer, run_dev_server
-
-from . import harness
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -42,32 +41,11 @@ def service(
         yield server
 
 
-def start_operator(
-    control_plane: ControlPlane, service: DevServer, log_path: Path, **env: str
-) -> OperatorProcess:
-    op = OperatorProcess(
-        kubeconfig=control_plane.kubeconfig,
-        log_path=log_path,
-        env={
-            "SECRETFERRY_NAMESPACE": harness.OPERATOR_NAMESPACE,
-            "SECRETFERRY_DEFAULT_HOST_API": service.base_url,
-            "SECRETFERRY_LOG_LEVEL": "DEBUG",
-            "SECRETFERRY_BACKOFF_INITIAL_SECONDS": "0.5",
-            "SECRETFERRY_BACKOFF_MAX_SECONDS": "3",
-            "SECRETFERRY_STREAM_HEARTBEAT_SECONDS": "1",
-            "SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS": "5",
-            **env,
-        },
-    )
-    op.start()
-    return op
-
-
 @pytest.fixture(scope="module")
 def operator(
     control_plane: ControlPlane, crds: None, service: DevServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
-    op = start_operator(control_plane, service, tmp_path_factory.mktemp("operator") / "operator.log")
+    op = harness.start_operator(control_plane, service, tmp_path_factory.mktemp("operator") / "operator.log")
     try:
         yield op
     finally:

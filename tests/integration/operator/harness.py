@@ -7,9 +7,12 @@ import json
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from secretferry.devcluster.cluster import ControlPlane
+from secretferry.devcluster.operator_process import OperatorProcess
+from secretferry.devserver.testing import DevServer
 
 ORG_ID = "0f000000-0000-4000-8000-000000000001"
 PROJECT_ID = "0f000000-0000-4000-8000-0000000000a1"
@@ -174,3 +177,24 @@ def secret_sync(
 
 def source(path: str, **extra: Any) -> dict[str, Any]:
     return {"projectId": PROJECT_ID, "environment": "dev", "path": path, **extra}
+
+
+def start_operator(
+    control_plane: ControlPlane, service: DevServer, log_path: Path, **env: str
+) -> OperatorProcess:
+    op = OperatorProcess(
+        kubeconfig=control_plane.kubeconfig,
+        log_path=log_path,
+        env={
+            "SECRETFERRY_NAMESPACE": OPERATOR_NAMESPACE,
+            "SECRETFERRY_DEFAULT_HOST_API": service.base_url,
+            "SECRETFERRY_LOG_LEVEL": "DEBUG",
+            "SECRETFERRY_BACKOFF_INITIAL_SECONDS": "0.5",
+            "SECRETFERRY_BACKOFF_MAX_SECONDS": "3",
+            "SECRETFERRY_STREAM_HEARTBEAT_SECONDS": "1",
+            "SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS": "5",
+            **env,
+        },
+    )
+    op.start()
+    return op

@@ -7,15 +7,13 @@ import re
 import time
 from collections.abc import Iterator
 
+import harness
 import pytest
+from harness import IDENTITY_ID, PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
 from secretferry.devserver.testing import DevServer, run_dev_server
-
-from . import harness
-from .conftest import start_operator
-from .harness import IDENTITY_ID, PROJECT_ID, eventually, secret_data, source
 
 pytestmark = pytest.mark.integration
 HOURS = "3h"  # refresh interval far beyond any test: only the stream (or a reconnect) can explain a sync
@@ -50,8 +48,12 @@ def test_a_change_arrives_through_the_stream(
     eventually(lambda: _streaming(control_plane, namespace), what="updateMode Streaming")
     service.set_secret(PROJECT_ID, "dev", path, "K", "stream-value-2")
     started = time.monotonic()
-    eventually(lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "stream-value-2",
-               what="the streamed change", timeout=15, interval=0.05)
+    eventually(
+        lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "stream-value-2",
+        what="the streamed change",
+        timeout=15,
+        interval=0.05,
+    )
     assert time.monotonic() - started < 15  # against a 3 h refresh interval
 
 
@@ -68,8 +70,11 @@ def test_changes_while_the_stream_was_down_arrive_after_reconnect(
     time.sleep(1.0)
     assert (secret_data(control_plane, namespace, "app") or {}).get("K") == "down-value-1"
     service.clear_faults()
-    eventually(lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "down-value-2",
-               what="the change made while disconnected", timeout=30)
+    eventually(
+        lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "down-value-2",
+        what="the change made while disconnected",
+        timeout=30,
+    )
     assert _metric(operator, "secretferry_resyncs_after_reconnect_total") > resyncs
 
 
@@ -80,12 +85,18 @@ def test_a_silent_stream_is_replaced(
     eventually(lambda: _streaming(control_plane, namespace), what="updateMode Streaming")
     reconnects = _metric(operator, "secretferry_stream_reconnects_total")
     service.set_faults({"streams": {"silent": True}})
-    eventually(lambda: _metric(operator, "secretferry_stream_reconnects_total") > reconnects,
-               what="the watchdog to replace the silent stream", timeout=30)
+    eventually(
+        lambda: _metric(operator, "secretferry_stream_reconnects_total") > reconnects,
+        what="the watchdog to replace the silent stream",
+        timeout=30,
+    )
     service.clear_faults()
     service.set_secret(PROJECT_ID, "dev", path, "K", "silent-value-2")
-    eventually(lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "silent-value-2",
-               what="a change on the replacement stream", timeout=30)
+    eventually(
+        lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "silent-value-2",
+        what="a change on the replacement stream",
+        timeout=30,
+    )
 
 
 def test_token_recheck_failure_logs_in_again_and_reconnects(
@@ -95,11 +106,15 @@ def test_token_recheck_failure_logs_in_again_and_reconnects(
     eventually(lambda: _streaming(control_plane, namespace), what="updateMode Streaming")
     logins = service.stats()["logins"]
     service.expire_tokens(IDENTITY_ID)
-    eventually(lambda: service.stats()["logins"] > logins, what="a fresh login after the re-check failed",
-               timeout=30)
+    eventually(
+        lambda: service.stats()["logins"] > logins, what="a fresh login after the re-check failed", timeout=30
+    )
     service.set_secret(PROJECT_ID, "dev", path, "K", "recheck-value-2")
-    eventually(lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "recheck-value-2",
-               what="a change after re-login", timeout=30)
+    eventually(
+        lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "recheck-value-2",
+        what="a change after re-login",
+        timeout=30,
+    )
 
 
 def test_twenty_scopes_never_need_a_sixth_stream(
@@ -110,20 +125,29 @@ def test_twenty_scopes_never_need_a_sixth_stream(
         env = "dev" if i % 2 else "prod"
         path = f"/{namespace}/s{i}"
         service.set_secret(PROJECT_ID, env, path, "K", f"scope-value-{i}")
-        harness.secret_sync(control_plane, namespace, f"s{i}",
-                            sources=[{"projectId": PROJECT_ID, "environment": env, "path": path}],
-                            refreshInterval=HOURS)
+        harness.secret_sync(
+            control_plane,
+            namespace,
+            f"s{i}",
+            sources=[{"projectId": PROJECT_ID, "environment": env, "path": path}],
+            refreshInterval=HOURS,
+        )
     for i in range(20):
-        eventually(lambda i=i: secret_data(control_plane, namespace, f"s{i}") == {"K": f"scope-value-{i}"},
-                   what=f"s{i}")
+        eventually(
+            lambda i=i: secret_data(control_plane, namespace, f"s{i}") == {"K": f"scope-value-{i}"},
+            what=f"s{i}",
+        )
     for i in (0, 7, 19):
         eventually(lambda i=i: _streaming(control_plane, namespace, f"s{i}"), what=f"s{i} streaming")
     streams = service.stats()["openStreams"]
     assert 1 <= streams <= 5
     env = "dev" if 7 % 2 else "prod"
     service.set_secret(PROJECT_ID, env, f"/{namespace}/s7", "K", "scope-value-changed")
-    eventually(lambda: secret_data(control_plane, namespace, "s7") == {"K": "scope-value-changed"},
-               what="a change on a merged registration", timeout=15)
+    eventually(
+        lambda: secret_data(control_plane, namespace, "s7") == {"K": "scope-value-changed"},
+        what="a change on a merged registration",
+        timeout=15,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -139,16 +163,24 @@ def envelope_service(
 
 
 def test_the_real_servers_envelope_shape_drives_resyncs(
-    control_plane: ControlPlane, crds: None, envelope_service: DevServer, namespace: str,
+    control_plane: ControlPlane,
+    crds: None,
+    envelope_service: DevServer,
+    namespace: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    op = start_operator(control_plane, envelope_service, tmp_path_factory.mktemp("op-envelope") / "operator.log")
+    op = harness.start_operator(
+        control_plane, envelope_service, tmp_path_factory.mktemp("op-envelope") / "operator.log"
+    )
     try:
         path = _sync(control_plane, envelope_service, namespace, "K", "envelope-value-1")
         eventually(lambda: _streaming(control_plane, namespace), what="updateMode Streaming")
         envelope_service.set_secret(PROJECT_ID, "dev", path, "K", "envelope-value-2")
-        eventually(lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "envelope-value-2",
-                   what="the change through the envelope-shaped event", timeout=15)
+        eventually(
+            lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "envelope-value-2",
+            what="the change through the envelope-shaped event",
+            timeout=15,
+        )
         assert _metric(op, 'secretferry_stream_events_total{type="secret:update"}') >= 1
     finally:
         op.stop()
@@ -167,26 +199,38 @@ def no_events_service(
 
 
 def test_a_plan_without_events_falls_back_to_polling(
-    control_plane: ControlPlane, crds: None, no_events_service: DevServer, namespace: str,
+    control_plane: ControlPlane,
+    crds: None,
+    no_events_service: DevServer,
+    namespace: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    op = start_operator(control_plane, no_events_service, tmp_path_factory.mktemp("op-poll") / "operator.log")
+    op = harness.start_operator(
+        control_plane, no_events_service, tmp_path_factory.mktemp("op-poll") / "operator.log"
+    )
     try:
         path = f"/{namespace}"
         no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "poll-value-1")
         harness.kubernetes_identity(control_plane, namespace)
         harness.secret_sync(control_plane, namespace, "app", sources=[source(path)], refreshInterval="2s")
-        eventually(lambda: secret_data(control_plane, namespace, "app") == {"K": "poll-value-1"}, what="first sync")
+        eventually(
+            lambda: secret_data(control_plane, namespace, "app") == {"K": "poll-value-1"}, what="first sync"
+        )
 
         def polling() -> str | None:
             status = (harness.get(control_plane, "secretsync", "app", namespace) or {}).get("status") or {}
             reason = status.get("updateModeReason") or ""
-            return reason if status.get("updateMode") == "Polling" and re.search("plan", reason, re.I) else None
+            return (
+                reason if status.get("updateMode") == "Polling" and re.search("plan", reason, re.I) else None
+            )
 
         eventually(polling, what="updateMode Polling naming the plan")
         no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "poll-value-2")
-        eventually(lambda: secret_data(control_plane, namespace, "app") == {"K": "poll-value-2"},
-                   what="a change by polling", timeout=20)
+        eventually(
+            lambda: secret_data(control_plane, namespace, "app") == {"K": "poll-value-2"},
+            what="a change by polling",
+            timeout=20,
+        )
         assert no_events_service.stats()["openStreams"] == 0
     finally:
         op.stop()

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 
+import harness
 import pytest
+from harness import PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
 from secretferry.devserver.testing import DevServer
-
-from . import harness
-from .harness import PROJECT_ID, eventually, secret_data, source
 
 pytestmark = pytest.mark.integration
 
