@@ -6,6 +6,7 @@ servers (``--token-error-status 403``); clients must treat both as "log in again
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -114,6 +115,12 @@ async def kubernetes_login(state: DevState, identity_id: str, jwt: str) -> Token
     if config is None:
         state.stats.counters["loginFailures"] += 1
         raise NotFound(f"Kubernetes auth method not found for identity with ID {identity_id}")
+    # The real service accepts a still-valid jwt twice; the dev server counts reuse so that tests
+    # can prove a client mints a fresh ServiceAccount token for every login (only digests kept).
+    digest = hashlib.sha256(jwt.encode()).hexdigest()
+    if digest in state.seen_jwts:
+        state.stats.counters["reusedJwts"] += 1
+    state.seen_jwts.add(digest)
     try:
         status = await tokenreview.review(config, jwt)
         tokenreview.check(config, status)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
@@ -30,6 +30,8 @@ class DevState:
     bus: EventBus
     faults: Faults
     stats: Stats
+    seen_jwts: set[str] = field(default_factory=set)
+    """Digests of every ServiceAccount jwt presented at Kubernetes-auth login (reuse detection)."""
 
     @classmethod
     def build(cls, config: DevServerConfig) -> DevState:

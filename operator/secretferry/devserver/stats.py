@@ -34,6 +34,7 @@ class Stats:
             "listSecrets": self.routes[LIST_SECRETS],
             "logins": sum(self.routes[r] for r in LOGIN_ROUTES),
             "loginFailures": self.counters["loginFailures"],
+            "reusedJwts": self.counters["reusedJwts"],
             "streamsOpened": self.counters["streamsOpened"],
             "openStreams": open_streams,
             "eventsDelivered": events_delivered,

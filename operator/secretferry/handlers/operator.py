@@ -57,13 +57,15 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await kube.close()
 
 
+# Handlers are coroutines: kopf runs plain functions in a thread pool, where the controller's
+# asyncio objects must not be touched.
 @kopf.on.event(models_base.GROUP, models_base.VERSION, "machineidentities")
-def machine_identity(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+async def machine_identity(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     _identity(ident_mod.MACHINE, event, memo)
 
 
 @kopf.on.event(models_base.GROUP, models_base.VERSION, "clustermachineidentities")
-def cluster_machine_identity(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+async def cluster_machine_identity(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     _identity(ident_mod.CLUSTER, event, memo)
 
 

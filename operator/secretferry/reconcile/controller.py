@@ -105,6 +105,7 @@ class Controller:
         self._initial_listed = False
         self._synced_sources: set[tuple[str, str | None]] = set()
         self._sources_synced = asyncio.Event()
+        self._reconnects_seen = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._identity_tasks: set[asyncio.Task[None]] = set()
 
@@ -269,6 +270,9 @@ class Controller:
             # SecretSyncs without scopes (identity missing, invalid spec) are retried by backoff or
             # brought back by the watch event that fixes them.
             metrics.ACTIVE_SCOPES.set(len(self.scopes.all()))
+            reconnects = self.streams.stats.reconnects
+            metrics.STREAM_RECONNECTS.inc(reconnects - self._reconnects_seen)
+            self._reconnects_seen = reconnects
             ready = sum(1 for e in self.syncs.values() if _is_ready(e.status))
             metrics.RESOURCES.labels(ready="true").set(ready)
             metrics.RESOURCES.labels(ready="false").set(len(self.syncs) - ready)
@@ -303,7 +307,11 @@ class Controller:
         entry = next((e for e in self.identities.entries() if ident_mod.key_str(e.key) == identity_key), None)
         if entry is None or entry.model is None:
             raise service_errors.AuthenticationError(f"identity {identity_key} is gone")
-        session = await self.identities.session(entry)
+        try:
+            session = await self.identities.session(entry)
+            await session.token()  # log in here, so a credentials problem surfaces as an auth failure
+        except ident_mod.IdentityProblem as exc:
+            raise service_errors.AuthenticationError(exc.message) from exc
         async with session.subscribe(project_id, registrations) as it:
             metrics.OPEN_STREAMS.inc()
             try:
@@ -315,7 +323,6 @@ class Controller:
         now = self.clock()
         if reason == "reconnect":
             metrics.RESYNCS_AFTER_RECONNECT.inc(len(scopes))
-            metrics.STREAM_RECONNECTS.inc()
         for scope in scopes:
             st = self.scopes.get(scope)
             if st is None:

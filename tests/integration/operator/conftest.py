@@ -38,6 +38,7 @@ def service(
         data_dir=tmp_path_factory.mktemp("devserver"),
         extra_args=["--heartbeat-seconds", "1", "--recheck-seconds", "2"],
     ) as server:
+        harness.record_values(server)
         yield server
 
 
@@ -50,6 +51,7 @@ def operator(
         yield op
     finally:
         op.stop()
+    harness.assert_no_values_leaked(control_plane, op)
 
 
 def events_text(control_plane: ControlPlane, namespace: str) -> str:

@@ -198,3 +198,39 @@ def start_operator(
     )
     op.start()
     return op
+
+
+# Every secret value a test puts into the dev server; none may show up outside a Secret.
+VALUES: set[str] = set()
+
+
+def record_values(server: DevServer) -> None:
+    """Wrap ``set_secret`` so that every value written in a test is remembered."""
+    original = server.set_secret
+
+    def recording(project_id: str, env: str, path: str, key: str, value: str, **extra: Any) -> dict[str, Any]:
+        VALUES.add(value)
+        return original(project_id, env, path, key, value, **extra)
+
+    server.set_secret = recording  # type: ignore[method-assign]
+
+
+def _kubectl_all(cp: ControlPlane, *resources: str) -> str:
+    out = []
+    for resource in resources:
+        out.append(cp.kubectl("get", resource, "-A", "-o", "json", check=False))
+    return "\n".join(out)
+
+
+def assert_no_values_leaked(cp: ControlPlane, op: OperatorProcess) -> None:
+    """The operator's whole log, every Event and every custom resource's status hold no value."""
+    haystacks = {
+        "operator log": op.log_text(),
+        "events": _kubectl_all(cp, "events.events.k8s.io", "events"),
+        "custom resources": _kubectl_all(cp, "secretsyncs", "machineidentities", "clustermachineidentities"),
+    }
+    values = sorted(v for v in VALUES if len(v) >= 6)  # short values would match unrelated text
+    assert values, "no values were recorded: the leak check would prove nothing"
+    for where, text in haystacks.items():
+        leaked = [v for v in values if v in text]
+        assert not leaked, f"{len(leaked)} secret value(s) found in the {where}"

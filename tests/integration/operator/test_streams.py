@@ -159,6 +159,7 @@ def envelope_service(
         data_dir=tmp_path_factory.mktemp("devserver-envelope"),
         extra_args=["--event-shape", "envelope", "--heartbeat-seconds", "1", "--legacy-heartbeat"],
     ) as server:
+        harness.record_values(server)
         yield server
 
 
@@ -195,6 +196,7 @@ def no_events_service(
         data_dir=tmp_path_factory.mktemp("devserver-noevents"),
         extra_args=["--no-events-plan"],
     ) as server:
+        harness.record_values(server)
         yield server
 
 
