@@ -84,7 +84,9 @@ class Settings(BaseSettings):
     log_format: str = Field(
         "json", pattern="^(json|text)$", description="json for clusters, text for humans."
     )
-    peering: str = Field("", description="kopf peering name for HA (replicas > 1); empty runs standalone.")
+    peering: str = Field(
+        "", description="Lease name for leader election (replicas > 1); empty runs as the only replica."
+    )
 
     def watched_namespaces(self) -> list[str]:
         return [ns.strip() for ns in self.watch_namespaces.split(",") if ns.strip()]

@@ -8,8 +8,10 @@ the identities, which are few. ``on.event`` handlers need no finalizers and writ
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import signal
 import socket
 from typing import Any
 
@@ -17,7 +19,8 @@ import kopf
 
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
-from secretferry.kube import hmackey
+from secretferry.kube import errors as kube_errors
+from secretferry.kube import hmackey, leases
 from secretferry.models import base as models_base
 from secretferry.reconcile import controller as controller_mod
 from secretferry.reconcile import identities as ident_mod
@@ -42,13 +45,58 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     key = await hmackey.get_or_create(kube, namespace=cfg.namespace, name=cfg.hmac_key_secret)
     instance = os.environ.get("HOSTNAME") or socket.gethostname()
     controller = controller_mod.Controller(kube=kube, settings=cfg, hmac_key=key, instance=instance)
-    await controller.start()
     memo.kube, memo.controller = kube, controller
-    log.info("secretferry started (namespaces: %s)", ", ".join(cfg.watched_namespaces()) or "all")
+    if cfg.peering:
+        memo.elector = asyncio.create_task(_lead(kube, cfg, controller, instance), name="leader election")
+        log.info("secretferry waiting for leadership (Lease %s/%s)", cfg.namespace, cfg.peering)
+    else:
+        await controller.start()
+        log.info("secretferry started (namespaces: %s)", ", ".join(cfg.watched_namespaces()) or "all")
+
+
+# A leader renews every 5 s and holds the Lease for 15 s: a crashed leader is replaced within
+# ~15-20 s, and a slow apiserver round trip does not cost leadership.
+_LEASE_SECONDS = 15
+_RENEW_SECONDS = 5.0
+
+
+async def _lead(
+    kube: kube_client.Kube, cfg: settings_mod.Settings, controller: controller_mod.Controller, instance: str
+) -> None:
+    """Run the controller only while holding the Lease; exit when leadership is lost, so that a
+    fresh process (restarted by the kubelet) waits its turn with clean state."""
+    leading, renewed_at = False, 0.0
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            held = await leases.acquire_or_renew(
+                kube,
+                namespace=cfg.namespace,
+                name=cfg.peering,
+                identity=instance,
+                lease_seconds=_LEASE_SECONDS,
+            )
+        except kube_errors.KubeError as exc:
+            log.warning("leader election: %s", exc)
+            held = leading and loop.time() - renewed_at < _LEASE_SECONDS * 0.8
+        if held:
+            renewed_at = loop.time()
+            if not leading:
+                leading = True
+                log.info("became the leader (%s); starting the controller", instance)
+                await controller.start()
+        elif leading:
+            log.error("lost leadership of Lease %s/%s; exiting", cfg.namespace, cfg.peering)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        await asyncio.sleep(_RENEW_SECONDS)
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    elector: asyncio.Task[None] | None = getattr(memo, "elector", None)
+    if elector is not None:
+        elector.cancel()
     controller: controller_mod.Controller | None = getattr(memo, "controller", None)
     if controller is not None:
         await controller.stop()

@@ -63,8 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     namespaces = cfg.watched_namespaces()
     kopf.run(
-        standalone=not cfg.peering,
-        peering_name=cfg.peering or None,
+        # kopf's peering would pause only kopf's handlers, not our controller's tasks; replicas
+        # elect a leader with a Lease instead (handlers.operator), so kopf itself runs standalone.
+        standalone=True,
         clusterwide=not namespaces,
         namespaces=namespaces,
         liveness_endpoint=f"http://0.0.0.0:{cfg.liveness_port}/healthz" if cfg.liveness_port else None,

@@ -106,11 +106,15 @@ class Controller:
         self._synced_sources: set[tuple[str, str | None]] = set()
         self._sources_synced = asyncio.Event()
         self._reconnects_seen = 0
+        self._started = False
         self._tasks: list[asyncio.Task[None]] = []
         self._identity_tasks: set[asyncio.Task[None]] = set()
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
+        self._started = True
+        for entry in self.identities.entries():  # identities that arrived while we waited to lead
+            self._spawn_identity_check(entry)
         namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
         for kind_path in ("/api/v1/secrets", "/api/v1/configmaps"):
             for ns in namespaces:
@@ -354,12 +358,18 @@ class Controller:
             entry = self.identities.upsert(kind, body)
             if previous is not None and previous.generation == entry.generation and previous.uid == entry.uid:
                 return
-            task = asyncio.create_task(self._check_identity(entry))
-            self._identity_tasks.add(task)
-            task.add_done_callback(self._identity_tasks.discard)
+            if self._started:
+                self._spawn_identity_check(entry)
+        if not self._started:
+            return  # a standby replica only keeps its registry current
         for key, e in self.syncs.items():
             if e.model is not None and _uses(e.model, kind, meta.get("namespace"), meta.get("name", "")):
                 self.queue.enqueue(key, live=True)
+
+    def _spawn_identity_check(self, entry: ident_mod.IdentityEntry) -> None:
+        task = asyncio.create_task(self._check_identity(entry))
+        self._identity_tasks.add(task)
+        task.add_done_callback(self._identity_tasks.discard)
 
     async def _check_identity(self, entry: ident_mod.IdentityEntry) -> None:
         """Log in once when an identity appears or changes, so its status says whether it works."""

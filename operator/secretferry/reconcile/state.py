@@ -43,8 +43,10 @@ class ScopeState:
     fresh_after: float = 0.0
     """A fetch older than this is stale: set by events, reconnects and the resync loop."""
     next_due: float = 0.0
-    mode: str = reasons.POLLING
-    mode_reason: str = "waiting for the event stream"
+    mode: str = ""
+    """Streaming or Polling once the stream manager has decided; empty until then, so that
+    status does not flap Polling → Streaming for every SecretSync during start-up."""
+    mode_reason: str = ""
     streamed: bool = False
     """Whether any SecretSync on this scope wants instant updates."""
 

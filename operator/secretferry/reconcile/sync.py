@@ -97,6 +97,7 @@ async def _reconcile(deps: Deps, entry: state.SyncEntry) -> tuple[float | None, 
         session = await deps.identities.session(identity)
         scopes = await _scopes(deps, sync, identity, session)
     except ident_mod.IdentityProblem as exc:
+        _release_scopes(deps, entry)
         await report(deps, entry, ok=False, reason=exc.reason, message=exc.message)
         return _backoff(deps, entry), "identity"
     except service_errors.ServiceError as exc:
@@ -169,6 +170,14 @@ async def _reconcile(deps: Deps, entry: state.SyncEntry) -> tuple[float | None, 
     return None, "written" if written else "unchanged"
 
 
+def _release_scopes(deps: Deps, entry: state.SyncEntry) -> None:
+    """An identity that cannot be used reads nothing: its scopes (and streams) are let go."""
+    removed = deps.scopes.unbind(entry.key)
+    entry.scopes = ()
+    if removed:
+        deps.on_scopes_changed(set(), removed)
+
+
 def scope_text(scope: scope_mod.Scope) -> str:
     return f"project {scope.project_id} environment {scope.environment} path {scope.path}"
 
@@ -210,14 +219,16 @@ async def _scopes(
 
 def _update_mode(
     deps: Deps, sync: sync_models.SecretSync, scopes: Sequence[scope_mod.Scope]
-) -> tuple[str, str]:
+) -> tuple[str, str] | None:
+    """Streaming only when every scope is on a healthy stream; None while that is undecided."""
     if not sync.spec.instant_updates:
         return reasons.POLLING, f"{reasons.INSTANT_UPDATES_DISABLED}: spec.instantUpdates is false"
-    for scope in scopes:
-        st = deps.scopes.get(scope)
-        if st is None or st.mode != reasons.STREAMING:
-            why = st.mode_reason if st is not None else "no stream yet"
-            return reasons.POLLING, why
+    states = [deps.scopes.get(scope) for scope in scopes]
+    for st in states:
+        if st is not None and st.mode == reasons.POLLING:
+            return reasons.POLLING, st.mode_reason
+    if any(st is None or not st.mode for st in states):
+        return None
     return reasons.STREAMING, "event stream connected"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,7 +69,13 @@ def seed() -> dict[str, Any]:
                 ],
                 "folders": [{"environment": "dev", "path": "/empty", "description": "no secrets"}],
                 "secrets": [
-                    {"environment": "dev", "path": "/", "key": "APP_NAME", "value": "contract", "tags": ["public"]},
+                    {
+                        "environment": "dev",
+                        "path": "/",
+                        "key": "APP_NAME",
+                        "value": "contract",
+                        "tags": ["public"],
+                    },
                     {
                         "environment": "dev",
                         "path": "/",
@@ -93,7 +98,12 @@ def seed() -> dict[str, Any]:
                         "personalOverrides": [{"identity": ADMIN, "value": "trace"}],
                     },
                     {"environment": "dev", "path": "/backend/deep", "key": "NESTED", "value": "deep"},
-                    {"environment": "prod", "path": "/shared", "key": "SENTRY_DSN", "value": "https://s.example/1"},
+                    {
+                        "environment": "prod",
+                        "path": "/shared",
+                        "key": "SENTRY_DSN",
+                        "value": "https://s.example/1",
+                    },
                     {"environment": "staging", "path": "/common", "key": "COMMON", "value": "common"},
                 ],
                 # Seeded in reverse position order: the list answer must follow position, not rowid.
@@ -165,12 +175,18 @@ def seed() -> dict[str, Any]:
                                     {
                                         "action": ["read"],
                                         "subject": "secrets",
-                                        "conditions": {"environment": "dev", "secretPath": {"$glob": "/backend/**"}},
+                                        "conditions": {
+                                            "environment": "dev",
+                                            "secretPath": {"$glob": "/backend/**"},
+                                        },
                                     },
                                     {
                                         "action": ["subscribe-on-updated", "subscribe-on-created"],
                                         "subject": "secret-events",
-                                        "conditions": {"environment": "dev", "secretPath": {"$glob": "/backend/**"}},
+                                        "conditions": {
+                                            "environment": "dev",
+                                            "secretPath": {"$glob": "/backend/**"},
+                                        },
                                     },
                                 ],
                             }
@@ -245,12 +261,16 @@ def request_count(server: DevServer, route: str | None = None) -> int:
 
 
 @contextlib.asynccontextmanager
-async def client(server: DevServer, token: str | None = ADMIN_TOKEN, **kwargs: Any) -> AsyncIterator[ServiceClient]:
+async def client(
+    server: DevServer, token: str | None = ADMIN_TOKEN, **kwargs: Any
+) -> AsyncIterator[ServiceClient]:
     async with ServiceClient(server.base_url, access_token=token, **kwargs) as service:
         yield service
 
 
-async def next_event(messages: AsyncIterator[StreamMessage], timeout: float = EVENT_TIMEOUT_SECONDS) -> SecretEvent:
+async def next_event(
+    messages: AsyncIterator[StreamMessage], timeout: float = EVENT_TIMEOUT_SECONDS
+) -> SecretEvent:
     """The next ``SecretEvent`` on the stream, skipping heartbeats; fails after ``timeout``."""
     async with asyncio.timeout(timeout):
         async for message in messages:
@@ -276,7 +296,3 @@ def keys(secrets: Sequence[Any]) -> list[str]:
 
 def by_key(secrets: Sequence[Any]) -> dict[str, Any]:
     return {s.secret_key: s for s in secrets}
-
-
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "devserver"

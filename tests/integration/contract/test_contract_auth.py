@@ -71,7 +71,9 @@ async def test_wrong_secret_is_authentication_error(server: DevServer) -> None:
         with pytest.raises(errors.AuthenticationError):
             await anonymous.login_universal(client_id="no-such-client", client_secret="whatever")
         # One failure is below the lockout threshold: the right secret still works.
-        login = await anonymous.login_universal(client_id="lockable-client-id", client_secret="lockable-secret")
+        login = await anonymous.login_universal(
+            client_id="lockable-client-id", client_secret="lockable-secret"
+        )
         assert login.access_token
 
 

@@ -48,7 +48,12 @@ async def test_list_one_folder(server: DevServer) -> None:
     assert keys(listed.secrets) == ["APP_NAME", "CROSS", "DATABASE_URL", "GREETING"]
     assert {s.secret_path for s in listed.secrets} == {"/"}
     app = by_key(listed.secrets)["APP_NAME"]
-    assert (app.secret_value, app.environment, app.workspace, app.type) == ("contract", "dev", PROJECT, "shared")
+    assert (app.secret_value, app.environment, app.workspace, app.type) == (
+        "contract",
+        "dev",
+        PROJECT,
+        "shared",
+    )
     assert [t.slug for t in app.tags] == ["public"]
     assert app.created_at is not None and app.version == 1
     assert listed.etag
@@ -57,8 +62,15 @@ async def test_list_one_folder(server: DevServer) -> None:
 async def test_list_recursive_gives_secret_path_per_item(server: DevServer) -> None:
     listed = await _list(server, environment="dev", recursive=True, include_imports=False)
     paths = {(s.secret_path, s.secret_key) for s in listed.secrets}
-    assert {("/", "APP_NAME"), ("/backend", "API_KEY"), ("/backend", "LOG_LEVEL"), ("/backend/deep", "NESTED")} <= paths
-    sub = await _list(server, environment="dev", secret_path="/backend", recursive=True, include_imports=False)
+    assert {
+        ("/", "APP_NAME"),
+        ("/backend", "API_KEY"),
+        ("/backend", "LOG_LEVEL"),
+        ("/backend/deep", "NESTED"),
+    } <= paths
+    sub = await _list(
+        server, environment="dev", secret_path="/backend", recursive=True, include_imports=False
+    )
     assert sorted((s.secret_path, s.secret_key) for s in sub.secrets) == [
         ("/backend", "API_KEY"),
         ("/backend", "LOG_LEVEL"),
@@ -72,7 +84,9 @@ async def test_recursive_depth_limit_is_20(server: DevServer) -> None:
     folders = [f"/l{i}" for i in range(1, 22)]
     server.set_secret(PROJECT, "staging", "".join(folders[:20]), "AT_DEPTH_20", "ok")
     server.set_secret(PROJECT, "staging", "".join(folders[:21]), "AT_DEPTH_21", "too-deep")
-    listed = await _list(server, environment="staging", secret_path="/", recursive=True, include_imports=False)
+    listed = await _list(
+        server, environment="staging", secret_path="/", recursive=True, include_imports=False
+    )
     found = keys(listed.secrets)
     assert "AT_DEPTH_20" in found
     assert "AT_DEPTH_21" not in found
@@ -80,7 +94,10 @@ async def test_recursive_depth_limit_is_20(server: DevServer) -> None:
 
 async def test_list_imports_in_position_order(server: DevServer) -> None:
     listed = await _list(server, environment="dev")
-    assert [(g.environment, g.secret_path) for g in listed.imports] == [("prod", "/shared"), ("staging", "/common")]
+    assert [(g.environment, g.secret_path) for g in listed.imports] == [
+        ("prod", "/shared"),
+        ("staging", "/common"),
+    ]
     assert [keys(g.secrets) for g in listed.imports] == [["SENTRY_DSN"], ["COMMON"]]
     assert listed.imports[0].secrets[0].secret_value == "https://s.example/1"
     assert all(g.folder_id for g in listed.imports)
@@ -183,7 +200,9 @@ async def test_permission_outside_grant_is_denied_with_details(server: DevServer
         ]
     async with client(server, token=LIMITED_TOKEN) as limited:
         with pytest.raises(errors.PermissionDenied):
-            await limited.create_secret("NOPE", project_id=PROJECT, environment="dev", secret_path="/backend", value="x")
+            await limited.create_secret(
+                "NOPE", project_id=PROJECT, environment="dev", secret_path="/backend", value="x"
+            )
 
 
 # --- DELETE /api/v4/secrets/batch --------------------------------------------------------------------
@@ -194,19 +213,29 @@ async def test_batch_delete(server: DevServer) -> None:
         server.set_secret(PROJECT, "prod", "/batch", key, f"value-{key}")
     async with client(server) as service:
         deleted = await service.delete_secrets_batch(
-            project_id=PROJECT, environment="prod", secret_path="/batch", secrets=[("B1", "shared"), ("B2", "shared")]
+            project_id=PROJECT,
+            environment="prod",
+            secret_path="/batch",
+            secrets=[("B1", "shared"), ("B2", "shared")],
         )
         assert sorted(keys(deleted)) == ["B1", "B2"]
         assert all(s.secret_path is None and s.tags == [] for s in deleted)  # batch answers omit them
         assert {s.environment for s in deleted} == {"prod"}
-        left = await service.list_secrets(ListSecretsQuery(project_id=PROJECT, environment="prod", secret_path="/batch"))
+        left = await service.list_secrets(
+            ListSecretsQuery(project_id=PROJECT, environment="prod", secret_path="/batch")
+        )
         assert isinstance(left, SecretList) and keys(left.secrets) == ["B3"]
         # All or nothing: one missing key deletes nothing.
         with pytest.raises(errors.NotFound):
             await service.delete_secrets_batch(
-                project_id=PROJECT, environment="prod", secret_path="/batch", secrets=[("B3", "shared"), ("GONE", "shared")]
+                project_id=PROJECT,
+                environment="prod",
+                secret_path="/batch",
+                secrets=[("B3", "shared"), ("GONE", "shared")],
             )
-        left = await service.list_secrets(ListSecretsQuery(project_id=PROJECT, environment="prod", secret_path="/batch"))
+        left = await service.list_secrets(
+            ListSecretsQuery(project_id=PROJECT, environment="prod", secret_path="/batch")
+        )
         assert isinstance(left, SecretList) and keys(left.secrets) == ["B3"]
 
 
@@ -246,9 +275,19 @@ async def test_create_update_delete_secret(server: DevServer) -> None:
     where = {"project_id": PROJECT, "environment": "prod", "secret_path": "/writes"}
     async with client(server) as service:
         created = await service.create_secret(
-            "WRITTEN", value="v1", comment="made by a test", tag_ids=["public"], metadata={"owner": "qa"}, **where
+            "WRITTEN",
+            value="v1",
+            comment="made by a test",
+            tag_ids=["public"],
+            metadata={"owner": "qa"},
+            **where,
         )
-        assert (created.secret_key, created.secret_value, created.version, created.type) == ("WRITTEN", "v1", 1, "shared")
+        assert (created.secret_key, created.secret_value, created.version, created.type) == (
+            "WRITTEN",
+            "v1",
+            1,
+            "shared",
+        )
         assert created.secret_comment == "made by a test"
         with pytest.raises(errors.ValidationError) as exists:  # the service answers 400 "already exists"
             await service.create_secret("WRITTEN", value="again", **where)
@@ -258,10 +297,16 @@ async def test_create_update_delete_secret(server: DevServer) -> None:
         assert (updated.secret_value, updated.version) == ("v2", 2)
         renamed = await service.update_secret("WRITTEN", new_name="RENAMED", **where)
         assert renamed.secret_key == "RENAMED"
-        listed = await service.list_secrets(ListSecretsQuery(project_id=PROJECT, environment="prod", secret_path="/writes"))
+        listed = await service.list_secrets(
+            ListSecretsQuery(project_id=PROJECT, environment="prod", secret_path="/writes")
+        )
         assert isinstance(listed, SecretList)
         (only,) = listed.secrets
-        assert (only.secret_key, only.secret_value, [t.slug for t in only.tags]) == ("RENAMED", "v2", ["public"])
+        assert (only.secret_key, only.secret_value, [t.slug for t in only.tags]) == (
+            "RENAMED",
+            "v2",
+            ["public"],
+        )
         assert [(m.key, m.value) for m in only.secret_metadata] == [("owner", "qa")]
 
         with pytest.raises(errors.NotFound):
@@ -283,12 +328,22 @@ async def test_create_update_delete_secret(server: DevServer) -> None:
 async def test_create_folder(server: DevServer) -> None:
     async with client(server) as service:
         folder = await service.create_folder(
-            project_id=PROJECT, environment="dev", name="payments", path="/backend", description="payments team"
+            project_id=PROJECT,
+            environment="dev",
+            name="payments",
+            path="/backend",
+            description="payments team",
         )
-        assert (folder.name, folder.path, folder.description) == ("payments", "/backend/payments", "payments team")
+        assert (folder.name, folder.path, folder.description) == (
+            "payments",
+            "/backend/payments",
+            "payments team",
+        )
         assert folder.id and folder.env_id and folder.parent_id and folder.version == 1
         with pytest.raises(errors.ValidationError):  # already exists (400)
-            await service.create_folder(project_id=PROJECT, environment="dev", name="payments", path="/backend")
+            await service.create_folder(
+                project_id=PROJECT, environment="dev", name="payments", path="/backend"
+            )
         with pytest.raises(errors.NotFound):
             await service.create_folder(project_id=PROJECT, environment="qa", name="x")
         before = request_count(server)
@@ -319,14 +374,19 @@ async def test_update_secret_import(server: DevServer) -> None:
         assert (updated.import_path, updated.position) == ("/shared", 1)
         assert updated.import_env is not None and updated.import_env.slug == "prod"
         assert updated.folder_id and updated.is_replication is False
-        listed = await service.list_secrets(ListSecretsQuery(project_id=PROJECT, environment="staging", secret_path="/importer"))
+        listed = await service.list_secrets(
+            ListSecretsQuery(project_id=PROJECT, environment="staging", secret_path="/importer")
+        )
         assert isinstance(listed, SecretList)
         assert [(g.environment, g.secret_path, keys(g.secrets)) for g in listed.imports] == [
             ("prod", "/shared", ["SENTRY_DSN"])
         ]
         with pytest.raises(errors.NotFound):
             await service.update_secret_import(
-                "0c0a0000-0000-4000-8000-0000000000ff", project_id=PROJECT, environment="staging", path="/importer"
+                "0c0a0000-0000-4000-8000-0000000000ff",
+                project_id=PROJECT,
+                environment="staging",
+                path="/importer",
             )
         with pytest.raises(errors.ValidationError) as empty:
             await service.update_secret_import("", project_id=PROJECT, environment="staging")

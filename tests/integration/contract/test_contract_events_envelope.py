@@ -1,0 +1,76 @@
+"""Contract: the real server's event envelope and the older bare ``1`` keep-alive, both parsed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from contract_support import HEARTBEAT_SECONDS, PROJECT, client, collect, dev_server, next_event
+
+from secretferry.devserver.testing import DevServer
+from secretferry.service.events import (
+    SECRET_CREATE,
+    SECRET_DELETE,
+    SECRET_IMPORT_MUTATION,
+    SECRET_UPDATE,
+    EventItem,
+    EventRegistration,
+    Heartbeat,
+    SecretEvent,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    with dev_server(
+        tmp_path_factory,
+        "--event-shape",
+        "envelope",
+        "--legacy-heartbeat",
+        "--heartbeat-seconds",
+        str(HEARTBEAT_SECONDS),
+    ) as running:
+        yield running
+
+
+async def test_legacy_bare_1_keepalive_is_a_heartbeat(server: DevServer) -> None:
+    async with (
+        client(server) as service,
+        service.subscribe_project_events(PROJECT, [EventRegistration(SECRET_CREATE)]) as messages,
+    ):
+        seen = await collect(messages, 4 * HEARTBEAT_SECONDS + 0.2)
+    assert len(seen) >= 3
+    assert all(isinstance(m, Heartbeat) for m in seen)
+
+
+async def test_envelope_create_update_delete(server: DevServer) -> None:
+    registrations = [
+        EventRegistration(kind, "dev", "/envelope") for kind in (SECRET_CREATE, SECRET_UPDATE, SECRET_DELETE)
+    ]
+    async with (
+        client(server) as service,
+        service.subscribe_project_events(PROJECT, registrations) as messages,
+    ):
+        created = server.set_secret(PROJECT, "dev", "/envelope", "WRAPPED", "1")["secret"]
+        server.set_secret(PROJECT, "dev", "/envelope", "WRAPPED", "2")
+        server.delete_secret(PROJECT, "dev", "/envelope", "WRAPPED")
+        received = [await next_event(messages) for _ in range(3)]
+    item = EventItem("dev", "/envelope", "WRAPPED", secret_id=created["id"])  # the envelope names the id
+    assert received == [
+        SecretEvent(SECRET_CREATE, (item,)),
+        SecretEvent(SECRET_UPDATE, (item,)),
+        SecretEvent(SECRET_DELETE, (item,)),
+    ]
+
+
+async def test_envelope_import_mutation(server: DevServer) -> None:
+    registrations = [EventRegistration(SECRET_IMPORT_MUTATION, "dev", "/")]
+    async with (
+        client(server) as service,
+        service.subscribe_project_events(PROJECT, registrations) as messages,
+    ):
+        server.set_secret(PROJECT, "staging", "/common", "COMMON", "changed")  # dev / imports staging /common
+        event = await next_event(messages)
+    assert event == SecretEvent(SECRET_IMPORT_MUTATION, (EventItem("dev", "/"),))
