@@ -269,10 +269,10 @@ async def client(
 
 
 async def next_event(
-    messages: AsyncIterator[StreamMessage], timeout: float = EVENT_TIMEOUT_SECONDS
+    messages: AsyncIterator[StreamMessage], within: float = EVENT_TIMEOUT_SECONDS
 ) -> SecretEvent:
-    """The next ``SecretEvent`` on the stream, skipping heartbeats; fails after ``timeout``."""
-    async with asyncio.timeout(timeout):
+    """The next ``SecretEvent`` on the stream, skipping heartbeats; fails after ``within`` seconds."""
+    async with asyncio.timeout(within):
         async for message in messages:
             if isinstance(message, SecretEvent):
                 return message

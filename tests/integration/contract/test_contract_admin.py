@@ -318,7 +318,7 @@ async def test_client_side_limits_send_nothing(server: DevServer) -> None:
             )
             == "privilegeDetails.temporaryRange"
         )
-        naive = datetime.datetime(2030, 1, 1)  # noqa: DTZ001 - the point: naive times are refused
+        naive = datetime.datetime(2030, 1, 1)  # the point: naive times are refused
         assert (
             await field_of(
                 service.create_identity_privilege_temporary(

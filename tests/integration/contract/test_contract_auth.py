@@ -10,6 +10,7 @@ from contract_support import (
     ADMIN_CLIENT_ID,
     ADMIN_CLIENT_SECRET,
     ADMIN_TOKEN_TTL,
+    EVENTS_RECHECK,
     LIMITED_TOKEN,
     PROJECT,
     client,
@@ -19,6 +20,7 @@ from contract_support import (
 
 from secretferry.devserver.testing import DevServer
 from secretferry.service import errors
+from secretferry.service.events import SECRET_UPDATE, EventRegistration
 from secretferry.service.models import ListSecretsQuery, SecretList
 
 pytestmark = pytest.mark.integration
@@ -110,6 +112,18 @@ async def test_expired_token_403_token_error_is_authentication_error(server_403:
             await service.list_secrets(DEV_ROOT)
     assert expired.value.status_code == 403
     assert not isinstance(expired.value, errors.PermissionDenied)
+
+
+async def test_subscribe_with_expired_token_403_is_authentication_error(server_403: DevServer) -> None:
+    token = server_403.issue_token(EVENTS_RECHECK)  # its own identity: expiry is per identity
+    server_403.expire_tokens(EVENTS_RECHECK)
+    registrations = [EventRegistration(SECRET_UPDATE, "dev", "/")]
+    async with client(server_403, token=token) as service:
+        with pytest.raises(errors.AuthenticationError) as expired:
+            async with service.subscribe_project_events(PROJECT, registrations):
+                pytest.fail("subscribed with an expired token")
+    assert expired.value.status_code == 403
+    assert not isinstance(expired.value, errors.PermissionDenied | errors.StreamError)
 
 
 async def test_real_permission_403_is_still_permission_denied(server_403: DevServer) -> None:

@@ -11,6 +11,7 @@ from contract_support import PROJECT, client, dev_server
 from secretferry.devserver.testing import DevServer, free_port
 from secretferry.service import errors
 from secretferry.service.client import ServiceClient
+from secretferry.service.events import SECRET_CREATE, EventRegistration
 from secretferry.service.models import ListSecretsQuery, SecretList
 
 pytestmark = pytest.mark.integration
@@ -79,6 +80,15 @@ async def test_wrong_content_type_is_protocol_error(server: DevServer, faults: A
         with pytest.raises(errors.ProtocolError) as html:
             await service.get_project_by_slug("contract-app")
     assert "text/html" in str(html.value)
+
+
+async def test_subscribe_answered_with_html_is_protocol_error(server: DevServer, faults: Any) -> None:
+    faults({"match": "POST /api/v1/events/subscribe/*", "malformed": "content-type"})
+    async with client(server) as service:
+        with pytest.raises(errors.ProtocolError) as html:
+            async with service.subscribe_project_events(PROJECT, [EventRegistration(SECRET_CREATE)]):
+                pytest.fail("an HTML answer was taken for a stream")
+    assert "text/event-stream" in str(html.value)
 
 
 async def test_fault_with_times_heals_itself(server: DevServer, faults: Any) -> None:

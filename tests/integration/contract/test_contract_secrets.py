@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from contract_support import (
+    ADMIN_TOKEN,
     IMPORT_EDITABLE,
     LIMITED_TOKEN,
     PROJECT,
@@ -176,11 +177,14 @@ async def test_list_missing_or_unknown_environment(server: DevServer) -> None:
         assert request_count(server) == before  # refused client-side
         with pytest.raises(errors.NotFound):
             await service.list_secrets(ListSecretsQuery(project_id=PROJECT, environment="qa"))
-    # The server refuses a list without an environment too (400, as the contract says).
+
+
+def test_server_refuses_list_without_environment(server: DevServer) -> None:
+    """The server refuses a list without an environment too (400, as the contract says)."""
     response = httpx.get(
         f"{server.base_url}/api/v4/secrets",
         params={"projectId": PROJECT},
-        headers={"Authorization": "Bearer contract-admin-static-token"},
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
     )
     assert response.status_code == 400
     mapped = wire.error_for(response.status_code, response.json(), endpoint="GET /api/v4/secrets")
@@ -251,14 +255,14 @@ async def test_batch_delete_empty_list_refused_before_any_request(server: DevSer
     assert request_count(server) == before_all
 
 
-async def test_batch_delete_empty_list_refused_by_the_server_too(server: DevServer) -> None:
+def test_batch_delete_empty_list_refused_by_the_server_too(server: DevServer) -> None:
     """Limits table ("at least 1 item") enforced server-side: bypass the client with raw httpx."""
     before = request_count(server, BATCH_ROUTE)
     response = httpx.request(
         "DELETE",
         f"{server.base_url}/api/v4/secrets/batch",
         json={"projectId": PROJECT, "environment": "prod", "secrets": []},
-        headers={"Authorization": "Bearer contract-admin-static-token"},
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
     )
     assert response.status_code == 422
     body = response.json()

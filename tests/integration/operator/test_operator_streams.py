@@ -3,9 +3,7 @@ resync after every reconnect, the watchdog, polling fallback and token re-checks
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Iterator
 
 import harness
 import pytest
@@ -13,7 +11,7 @@ from harness import IDENTITY_ID, PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer
 
 pytestmark = pytest.mark.integration
 HOURS = "3h"  # refresh interval far beyond any test: only the stream (or a reconnect) can explain a sync
@@ -148,91 +146,3 @@ def test_twenty_scopes_never_need_a_sixth_stream(
         what="a change on a merged registration",
         timeout=15,
     )
-
-
-@pytest.fixture(scope="module")
-def envelope_service(
-    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevServer]:
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
-        data_dir=tmp_path_factory.mktemp("devserver-envelope"),
-        extra_args=["--event-shape", "envelope", "--heartbeat-seconds", "1", "--legacy-heartbeat"],
-    ) as server:
-        harness.record_values(server)
-        yield server
-
-
-def test_the_real_servers_envelope_shape_drives_resyncs(
-    control_plane: ControlPlane,
-    crds: None,
-    envelope_service: DevServer,
-    namespace: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    op = harness.start_operator(
-        control_plane, envelope_service, tmp_path_factory.mktemp("op-envelope") / "operator.log"
-    )
-    try:
-        path = _sync(control_plane, envelope_service, namespace, "K", "envelope-value-1")
-        eventually(lambda: _streaming(control_plane, namespace), what="updateMode Streaming")
-        envelope_service.set_secret(PROJECT_ID, "dev", path, "K", "envelope-value-2")
-        eventually(
-            lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "envelope-value-2",
-            what="the change through the envelope-shaped event",
-            timeout=15,
-        )
-        assert _metric(op, 'secretferry_stream_events_total{type="secret:update"}') >= 1
-    finally:
-        op.stop()
-
-
-@pytest.fixture(scope="module")
-def no_events_service(
-    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevServer]:
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
-        data_dir=tmp_path_factory.mktemp("devserver-noevents"),
-        extra_args=["--no-events-plan"],
-    ) as server:
-        harness.record_values(server)
-        yield server
-
-
-def test_a_plan_without_events_falls_back_to_polling(
-    control_plane: ControlPlane,
-    crds: None,
-    no_events_service: DevServer,
-    namespace: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    op = harness.start_operator(
-        control_plane, no_events_service, tmp_path_factory.mktemp("op-poll") / "operator.log"
-    )
-    try:
-        path = f"/{namespace}"
-        no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "poll-value-1")
-        harness.kubernetes_identity(control_plane, namespace)
-        harness.secret_sync(control_plane, namespace, "app", sources=[source(path)], refreshInterval="2s")
-        eventually(
-            lambda: secret_data(control_plane, namespace, "app") == {"K": "poll-value-1"}, what="first sync"
-        )
-
-        def polling() -> str | None:
-            status = (harness.get(control_plane, "secretsync", "app", namespace) or {}).get("status") or {}
-            reason = status.get("updateModeReason") or ""
-            return (
-                reason if status.get("updateMode") == "Polling" and re.search("plan", reason, re.I) else None
-            )
-
-        eventually(polling, what="updateMode Polling naming the plan")
-        no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "poll-value-2")
-        eventually(
-            lambda: secret_data(control_plane, namespace, "app") == {"K": "poll-value-2"},
-            what="a change by polling",
-            timeout=20,
-        )
-        assert no_events_service.stats()["openStreams"] == 0
-    finally:
-        op.stop()
