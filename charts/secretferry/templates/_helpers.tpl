@@ -53,9 +53,9 @@ app.kubernetes.io/part-of: secretferry
 {{- end -}}
 {{- end -}}
 
-{{/* The peering object name kopf uses when peering is on. */}}
-{{- define "secretferry.peeringName" -}}
-{{- default (include "secretferry.fullname" .) .Values.peering.name -}}
+{{/* The Lease the replicas elect their leader with (SECRETFERRY_PEERING) when leaderElection is on. */}}
+{{- define "secretferry.leaseName" -}}
+{{- default (include "secretferry.fullname" .) .Values.leaderElection.leaseName -}}
 {{- end -}}
 
 {{/* True ("true") when the operator serves only the namespaces in scope.namespaces. */}}
@@ -65,8 +65,8 @@ app.kubernetes.io/part-of: secretferry
 
 {{/* Guard rails that a schema cannot express across keys. */}}
 {{- define "secretferry.validate" -}}
-{{- if and (gt (int .Values.replicaCount) 1) (not .Values.peering.enabled) -}}
-{{- fail "replicaCount > 1 needs peering.enabled=true: without kopf peering every replica would reconcile" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail "replicaCount > 1 needs leaderElection.enabled=true: without a leader Lease every replica would reconcile" -}}
 {{- end -}}
 {{- if and .Values.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "serviceMonitor.enabled needs metrics.enabled=true" -}}

@@ -249,8 +249,7 @@ class Controller:
         if entry is None:
             return
         removed = self.scopes.unbind(key)
-        for tkey in [t for t, owner in self.targets.owners.items() if owner == key]:
-            del self.targets.owners[tkey]
+        self.targets.release(key)
         self._on_scopes_changed(set(), removed)
 
     async def _work(self, key: state.SyncKey) -> None:
@@ -263,8 +262,10 @@ class Controller:
 
     # --- periodic resync ------------------------------------------------------------------------
     async def _resync_loop(self) -> None:
+        ticks = 0
         while True:
             await asyncio.sleep(_RESYNC_TICK_SECONDS)
+            ticks += 1
             now = self.clock()
             for scope in self.scopes.due(
                 now, streaming_seconds=self.settings.streaming_refresh_interval_seconds
@@ -277,9 +278,10 @@ class Controller:
             reconnects = self.streams.stats.reconnects
             metrics.STREAM_RECONNECTS.inc(reconnects - self._reconnects_seen)
             self._reconnects_seen = reconnects
-            ready = sum(1 for e in self.syncs.values() if _is_ready(e.status))
-            metrics.RESOURCES.labels(ready="true").set(ready)
-            metrics.RESOURCES.labels(ready="false").set(len(self.syncs) - ready)
+            if ticks % 10 == 0:  # a pass over every SecretSync: every 10 s is plenty for a gauge
+                ready = sum(1 for e in self.syncs.values() if _is_ready(e.status))
+                metrics.RESOURCES.labels(ready="true").set(ready)
+                metrics.RESOURCES.labels(ready="false").set(len(self.syncs) - ready)
 
     # --- event streams ----------------------------------------------------------------------------
     def _on_scopes_changed(self, added: set[scope_mod.Scope], removed: set[scope_mod.Scope]) -> None:

@@ -257,7 +257,7 @@ async def _write(
     retained = drift.retained_keys(want, actual, previously)
     keys = sorted(set(want.string_data) | retained)
     why = drift.needs_write(want, actual, previously_synced=previously)
-    deps.targets.owners[tkey] = entry.key
+    deps.targets.own(tkey, entry.key)
     if why is None:
         return False, keys
     manifest = want.manifest()

@@ -23,3 +23,17 @@ def one(docs: Sequence[Manifest], kind: str) -> Manifest:
     found = by_kind(docs, kind)
     assert len(found) == 1, f"expected one {kind}, got {len(found)}"
     return found[0]
+
+
+def operator_harness() -> Any:
+    """The operator tests' ``harness`` module (dev server seed, CR helpers, ``eventually``).
+
+    Imported by name so that a session which also ran the operator tests shares one module object.
+    """
+    import importlib
+    import sys
+
+    here = str(ROOT / "tests" / "integration" / "operator")
+    if here not in sys.path:
+        sys.path.append(here)
+    return importlib.import_module("harness")

@@ -56,3 +56,16 @@ def test_one_list_per_scope_cycle_no_matter_how_many_syncs() -> None:
         idx.bind(("ns", f"s{i}"), [a], instant=False, refresh_seconds=60, now=0)
     assert len(idx.all()) == 1
     assert len(idx.keys_of(a)) == 100
+
+
+def test_target_ownership_index() -> None:
+    from secretferry.reconcile.state import TargetCache
+
+    cache = TargetCache()
+    cache.own(("Secret", "ns", "a"), ("ns", "s1"))
+    cache.own(("Secret", "ns", "b"), ("ns", "s1"))
+    cache.own(("Secret", "ns", "b"), ("ns", "s2"))  # moved to another SecretSync
+    cache.release(("ns", "s1"))
+    assert cache.owners == {("Secret", "ns", "b"): ("ns", "s2")}
+    cache.release(("ns", "s2"))
+    assert cache.owners == {} and cache.owned == {}

@@ -1,0 +1,421 @@
+"""Shared pieces of the operator benchmarks: a real control plane, the dev server, the operator.
+
+Nothing here is mocked: ``cluster.start`` runs etcd + kube-apiserver + kube-controller-manager, the
+dev server runs as a subprocess with a Kubernetes-auth identity checked by a real TokenReview, and
+the operator runs as ``secretferry run`` in its own process. The benchmark process talks to the
+apiserver with aiohttp and the admin client certificate (bulk creation, watches), so its own
+overhead stays small on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
+
+from secretferry.devcluster import cluster  # noqa: E402
+from secretferry.devcluster.operator_process import OperatorProcess  # noqa: E402
+from secretferry.devserver.testing import DevServer, run_dev_server  # noqa: E402
+from secretferry.models import labels  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+ORG_ID = "0f000000-0000-4000-8000-000000000001"
+PROJECT_ID = "0f000000-0000-4000-8000-0000000000a1"
+PROJECT_SLUG = "app"
+IDENTITY_ID = "0f000000-0000-4000-8000-0000000000b1"
+AUDIENCE = "secretferry-bench"
+OPERATOR_NAMESPACE = "secretferry-system"
+CLUSTER_IDENTITY = "bench-ferry"
+SYNCS_PATH = "/apis/secretferry.io/v1alpha1/secretsyncs"
+MANAGED_SELECTOR = f"{labels.MANAGED_BY_LABEL}={labels.MANAGED_BY_VALUE}"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')} load {load()}] {msg}", file=sys.stderr, flush=True)
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# --- /proc figures ---------------------------------------------------------------------------------
+def proc_status_kib(pid: int, field_name: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def rss_mib(pid: int) -> float:
+    return proc_status_kib(pid, "VmRSS") / 1024
+
+
+def peak_rss_mib(pid: int) -> float:
+    return proc_status_kib(pid, "VmHWM") / 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def op_pid(op: OperatorProcess) -> int:
+    assert op._proc is not None
+    return op._proc.pid
+
+
+# --- Prometheus text ---------------------------------------------------------------------------------
+def metric(text: str, name: str, label: str = "") -> float:
+    """Sum of the samples of ``name`` (exact metric name) whose label text contains ``label``."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric_name = head.split("{", 1)[0]
+        if metric_name == name and label in head:
+            total += float(value)
+    return total
+
+
+def safe_metrics(op: OperatorProcess) -> str:
+    try:
+        return op.metrics()
+    except OSError:
+        return ""
+
+
+# --- the environment ---------------------------------------------------------------------------------
+def seed_doc(cp: cluster.ControlPlane, *, reviewer_token: str, secrets: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "organizations": [{"id": ORG_ID, "name": "Bench org", "slug": "bench-org"}],
+        "projects": [
+            {
+                "id": PROJECT_ID,
+                "slug": PROJECT_SLUG,
+                "name": "App",
+                "organization": "bench-org",
+                "environments": [{"slug": "dev", "name": "Dev"}],
+                "secrets": secrets,
+            }
+        ],
+        "identities": [
+            {
+                "id": IDENTITY_ID,
+                "name": "operator",
+                "organization": "bench-org",
+                "kubernetesAuth": {
+                    "kubernetesHost": cp.server,
+                    "caCert": cp.ca_pem,
+                    "tokenReviewerJwt": reviewer_token,
+                    "allowedNamespaces": "",
+                    "allowedNames": "",
+                    "allowedAudience": AUDIENCE,
+                    "accessTokenTTL": 3600,
+                    "accessTokenMaxTTL": 86400,
+                },
+                "projects": [{"project": PROJECT_SLUG, "role": "admin"}],
+            }
+        ],
+    }
+
+
+@dataclass
+class Env:
+    cp: cluster.ControlPlane
+    service: DevServer
+    workdir: Path
+    operators: list[OperatorProcess] = field(default_factory=list)
+
+    def start_operator(self, name: str, **env: str) -> OperatorProcess:
+        op = OperatorProcess(
+            kubeconfig=self.cp.kubeconfig,
+            log_path=self.workdir / f"{name}.log",
+            env={
+                "SECRETFERRY_NAMESPACE": OPERATOR_NAMESPACE,
+                "SECRETFERRY_DEFAULT_HOST_API": self.service.base_url,
+                "SECRETFERRY_LOG_LEVEL": "INFO",
+                **env,
+            },
+        )
+        self.operators.append(op)
+        op.start(wait_seconds=120)
+        return op
+
+
+@contextlib.contextmanager
+def environment(
+    *, secrets: list[dict[str, str]], devserver_args: Sequence[str] = (), keep: bool = False
+) -> Iterator[Env]:
+    """A fresh control plane (CRDs, operator namespace, a cluster identity) and a seeded dev server."""
+    workdir = Path(tempfile.mkdtemp(prefix="secretferry-bench-"))
+    log(f"starting control plane in {workdir}")
+    cp = cluster.start(workdir / "cp")
+    try:
+        for path in sorted((REPO / "crds").glob("*.yaml")):
+            cp.kubectl("apply", "--server-side", "-f", str(path))
+        cp.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        cp.kubectl("create", "namespace", OPERATOR_NAMESPACE)
+        cp.kubectl("create", "serviceaccount", "bench-sa", "-n", OPERATOR_NAMESPACE)
+        cp.apply(
+            {
+                "apiVersion": "secretferry.io/v1alpha1",
+                "kind": "ClusterMachineIdentity",
+                "metadata": {"name": CLUSTER_IDENTITY},
+                "spec": {
+                    "auth": {
+                        "kubernetes": {
+                            "identityId": IDENTITY_ID,
+                            "audiences": [AUDIENCE],
+                            "serviceAccountRef": {"name": "bench-sa", "namespace": OPERATOR_NAMESPACE},
+                        }
+                    }
+                },
+            }
+        )
+        token = cp.reviewer_token(expiration_seconds=24 * 3600)
+        log(f"control plane up; starting dev server with {len(secrets)} secrets")
+        with run_dev_server(
+            seed=seed_doc(cp, reviewer_token=token, secrets=secrets),
+            data_dir=workdir / "devserver",
+            extra_args=list(devserver_args),
+        ) as service:
+            env = Env(cp=cp, service=service, workdir=workdir)
+            try:
+                yield env
+            finally:
+                for op in env.operators:
+                    op.stop()
+    finally:
+        cp.stop()
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def secret_sync_body(
+    namespace: str, name: str, *, path: str, refresh: str = "5m", instant: bool = True
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "secretferry.io/v1alpha1",
+        "kind": "SecretSync",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "identityRef": {"kind": "ClusterMachineIdentity", "name": CLUSTER_IDENTITY},
+            "sources": [{"projectId": PROJECT_ID, "environment": "dev", "path": path}],
+            "refreshInterval": refresh,
+            "instantUpdates": instant,
+        },
+    }
+
+
+# --- async apiserver client --------------------------------------------------------------------------
+class Api:
+    """aiohttp against the apiserver as admin: bulk writes and LIST+WATCH for the benchmark."""
+
+    def __init__(self, cp: cluster.ControlPlane) -> None:
+        self.cp = cp
+        self.session = aiohttp.ClientSession(
+            base_url=cp.server,
+            connector=aiohttp.TCPConnector(ssl=cp.ssl_context(), limit=128),
+            read_bufsize=1 << 20,
+        )
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def request(
+        self, method: str, path: str, body: Any = None, *, content_type: str = "application/json", ok=(200, 201)
+    ) -> Any:
+        data = None if body is None else json.dumps(body)
+        async with self.session.request(
+            method, path, data=data, headers={"Content-Type": content_type}
+        ) as resp:
+            text = await resp.text()
+            if resp.status not in ok:
+                raise RuntimeError(f"{method} {path}: {resp.status} {text[:300]}")
+            return json.loads(text) if text else None
+
+    async def create(self, body: Mapping[str, Any]) -> Any:
+        meta = body["metadata"]
+        if body["kind"] == "Namespace":
+            path = "/api/v1/namespaces"
+        elif body["kind"] == "SecretSync":
+            path = f"/apis/secretferry.io/v1alpha1/namespaces/{meta['namespace']}/secretsyncs"
+        else:
+            raise ValueError(body["kind"])
+        return await self.request("POST", path, body)
+
+    async def merge_patch_sync(self, namespace: str, name: str, patch: Mapping[str, Any]) -> Any:
+        return await self.request(
+            "PATCH",
+            f"/apis/secretferry.io/v1alpha1/namespaces/{namespace}/secretsyncs/{name}",
+            patch,
+            content_type="application/merge-patch+json",
+        )
+
+    async def gather_limited(self, calls: Sequence[Callable[[], Awaitable[Any]]], limit: int = 48) -> None:
+        sem = asyncio.Semaphore(limit)
+
+        async def one(call: Callable[[], Awaitable[Any]]) -> None:
+            async with sem:
+                for attempt in range(5):
+                    try:
+                        await call()
+                        return
+                    except (aiohttp.ClientError, RuntimeError) as exc:
+                        if attempt == 4 or "409" in str(exc):
+                            raise
+                        await asyncio.sleep(0.5 * (attempt + 1))
+
+        await asyncio.gather(*(one(c) for c in calls))
+
+    async def watch(
+        self,
+        path: str,
+        handle: Callable[[str, dict[str, Any]], None],
+        synced: asyncio.Event,
+        *,
+        label_selector: str | None = None,
+    ) -> None:
+        """LIST then WATCH forever (410 Gone → relist); ``handle(type, object)`` per event."""
+        params: dict[str, str] = {}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        rv: str | None = None
+        while True:
+            if rv is None:
+                listing = await self.request("GET", path + "?" + _qs(params))
+                for item in listing.get("items") or []:
+                    handle("ADDED", item)
+                rv = listing["metadata"]["resourceVersion"]
+                synced.set()
+            q = {**params, "watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true"}
+            q["timeoutSeconds"] = "900"
+            try:
+                async with self.session.get(
+                    path + "?" + _qs(q), timeout=aiohttp.ClientTimeout(total=None, sock_read=None)
+                ) as resp:
+                    if resp.status == 410:
+                        rv = None
+                        continue
+                    if resp.status != 200:
+                        raise RuntimeError(f"watch {path}: {resp.status}")
+                    async for line in resp.content:
+                        if not line.strip():
+                            continue
+                        event = json.loads(line)
+                        obj = event.get("object") or {}
+                        if event["type"] == "ERROR":
+                            if obj.get("code") == 410:
+                                rv = None
+                            break
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        if event["type"] != "BOOKMARK":
+                            handle(event["type"], obj)
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                await asyncio.sleep(0.2)
+
+
+def _qs(params: Mapping[str, str]) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode(params)
+
+
+def ready_condition(obj: Mapping[str, Any]) -> bool:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+class SyncTracker:
+    """Watches every SecretSync; remembers when each first became Ready and its updateMode."""
+
+    def __init__(self) -> None:
+        self.ready: set[tuple[str, str]] = set()
+        self.first_ready: dict[tuple[str, str], float] = {}
+        self.mode: dict[tuple[str, str], str] = {}
+        self.known: set[tuple[str, str]] = set()
+        self._waiters: dict[tuple[str, str], asyncio.Event] = {}
+        self.synced = asyncio.Event()
+
+    def handle(self, typ: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if typ == "DELETED":
+            self.known.discard(key)
+            self.ready.discard(key)
+            return
+        self.known.add(key)
+        self.mode[key] = (obj.get("status") or {}).get("updateMode") or ""
+        if ready_condition(obj):
+            if key not in self.ready:
+                self.ready.add(key)
+                self.first_ready.setdefault(key, time.monotonic())
+                waiter = self._waiters.get(key)
+                if waiter is not None:
+                    waiter.set()
+        else:
+            self.ready.discard(key)
+
+    async def wait_ready(self, key: tuple[str, str], timeout: float) -> float | None:
+        """Monotonic time the key was first seen Ready, or None after ``timeout``."""
+        if key not in self.first_ready:
+            event = self._waiters.setdefault(key, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+        return self.first_ready.get(key)
+
+    async def wait_until(self, check: Callable[[], bool], timeout: float, poll: float = 0.2) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return True
+            await asyncio.sleep(poll)
+        return check()
+
+
+def decode(obj: Mapping[str, Any], key: str) -> str | None:
+    raw = (obj.get("data") or {}).get(key)
+    return base64.b64decode(raw).decode() if raw is not None else None
+
+
+# --- output ---------------------------------------------------------------------------------------------
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def fmt_s(seconds: float | None) -> str:
+    return "timeout" if seconds is None else f"{seconds:.2f} s"
+
+
+def fmt_ms(seconds: float | None) -> str:
+    return "timeout" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, int(round(p / 100 * len(ordered) + 0.5)) - 1))
+    return ordered[k]

@@ -1,0 +1,304 @@
+"""Issue 4: the operator at scale, on a real control plane, the dev server and ``secretferry run``.
+
+For each (N SecretSyncs, S scopes), on a fresh control plane and dev server:
+
+1. N SecretSyncs are created (parallel POSTs) over a few namespaces BEFORE the operator starts;
+   SecretSync i reads scope i % S (one path each, one ClusterMachineIdentity: scopes = S).
+2. The operator starts: time until all N are Ready; a new SecretSync created right after the
+   operator is live (mid start-up storm) and another once all are Ready: time until each is Ready.
+   RSS (VmRSS / VmHWM of the operator process) and its CPU time; list/login calls of the start-up.
+3. Restart cycle: stats reset, operator restarted, calls counted until every SecretSync was
+   reconciled again (a full cycle: expected S lists, at most one login).
+4. Periodic cycle (unless --no-periodic): specs patched to refreshInterval 20s with the operator
+   stopped, operator started with SECRETFERRY_STREAMING_REFRESH_INTERVAL_SECONDS=20, then list
+   calls are counted over a window; cycles = reconciles / N, so lists per cycle = lists / cycles.
+
+Targets: 10,000 Ready < 60 s; a new one < 1 s; lists per cycle = S; RSS < 200 MiB.
+
+Run: ``.venv/bin/python bench/bench_operator_scale.py [--sizes 100,1000,10000] [--scopes 10,100]``
+(``--quick``: N=100, S=10 only, short window; well under 2 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from _common import (
+    SYNCS_PATH,
+    Api,
+    Env,
+    SyncTracker,
+    cpu_seconds,
+    environment,
+    fmt_ms,
+    fmt_s,
+    load,
+    log,
+    metric,
+    op_pid,
+    peak_rss_mib,
+    rss_mib,
+    safe_metrics,
+    secret_sync_body,
+    table,
+)
+
+from secretferry.devcluster.operator_process import OperatorProcess
+
+
+def scope_path(j: int) -> str:
+    return f"/scale/s{j:03d}"
+
+
+async def settle(op: OperatorProcess, at_least: float, *, timeout: float, quiet: float = 3.0) -> float | None:
+    """Wait until secretferry_syncs_total >= at_least and unchanged for ``quiet`` s; returns the
+    monotonic time it first reached ``at_least`` (None on timeout)."""
+    deadline = time.monotonic() + timeout
+    reached: float | None = None
+    last, last_change = -1.0, time.monotonic()
+    while time.monotonic() < deadline:
+        total = metric(safe_metrics(op), "secretferry_syncs_total")
+        now = time.monotonic()
+        if total != last:
+            last, last_change = total, now
+        if reached is None and total >= at_least:
+            reached = now
+        if reached is not None and now - last_change >= quiet:
+            return reached
+        await asyncio.sleep(0.5)
+    return reached
+
+
+async def run_case(n: int, s: int, args: argparse.Namespace) -> dict[str, Any]:
+    secrets = [
+        {"environment": "dev", "path": scope_path(j), "key": f"KEY_{k}", "value": f"value-{j}-{k}"}
+        for j in range(s)
+        for k in range(args.keys)
+    ]
+    r: dict[str, Any] = {"N": n, "S": s}
+    with environment(secrets=secrets, keep=args.keep) as env:
+        api = Api(env.cp)
+        try:
+            await _run_case(env, api, n, s, args, r)
+        finally:
+            await api.close()
+    return r
+
+
+async def _run_case(env: Env, api: Api, n: int, s: int, args: argparse.Namespace, r: dict[str, Any]) -> None:
+    namespaces = [f"bench-{i}" for i in range(max(1, min(args.namespaces, n)))]
+    await api.gather_limited(
+        [lambda ns=ns: api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}) for ns in namespaces]
+    )
+    names = [(namespaces[i % len(namespaces)], f"sync-{i:05d}", scope_path(i % s)) for i in range(n)]
+    started = time.monotonic()
+    await api.gather_limited(
+        [lambda ns=ns, nm=nm, p=p: api.create(secret_sync_body(ns, nm, path=p)) for ns, nm, p in names]
+    )
+    r["create"] = f"{n / (time.monotonic() - started):.0f}/s"
+    log(f"N={n} S={s}: created {n} SecretSyncs ({r['create']})")
+
+    tracker = SyncTracker()
+    watch = asyncio.create_task(api.watch(SYNCS_PATH, tracker.handle, tracker.synced))
+    try:
+        await tracker.synced.wait()
+        await _phases(env, api, tracker, n, s, namespaces, args, r)
+    finally:
+        watch.cancel()
+
+
+async def _phases(
+    env: Env,
+    api: Api,
+    tracker: SyncTracker,
+    n: int,
+    s: int,
+    namespaces: list[str],
+    args: argparse.Namespace,
+    r: dict[str, Any],
+) -> None:
+    # --- start-up -------------------------------------------------------------------------------
+    env.service.reset_stats()
+    r["load_start"] = load()
+    t0 = time.monotonic()
+    op = await asyncio.to_thread(env.start_operator, "op-start")
+    pid = op_pid(op)
+    r["live"] = time.monotonic() - t0
+    storm_key = (namespaces[0], "new-mid-storm")
+    created = time.monotonic()
+    await api.create(secret_sync_body(*storm_key, path=scope_path(0)))
+    r["storm_created_after"] = created - t0
+    storm_ready = await tracker.wait_ready(storm_key, args.timeout)
+    r["new_storm"] = None if storm_ready is None else storm_ready - created
+    ok = await tracker.wait_until(lambda: len(tracker.ready) >= n + 1, args.timeout)
+    if ok:
+        r["all_ready"] = max(tracker.first_ready.values()) - t0
+    else:
+        r["all_ready"] = None
+        log(f"only {len(tracker.ready)} of {n + 1} Ready after {args.timeout} s")
+    r["rss"], r["peak_rss"] = rss_mib(pid), peak_rss_mib(pid)
+    r["cpu_start"] = cpu_seconds(pid)
+    text = safe_metrics(op)
+    r["reconciles_start"] = metric(text, "secretferry_syncs_total")
+    dur_sum, dur_count = metric(text, "secretferry_sync_duration_seconds_sum"), metric(
+        text, "secretferry_sync_duration_seconds_count"
+    )
+    r["sync_mean"] = dur_sum / dur_count if dur_count else float("nan")
+    r["results_start"] = {
+        res: metric(text, "secretferry_syncs_total", f'result="{res}"')
+        for res in ("written", "unchanged", "service", "identity", "target", "error")
+    }
+    stats = env.service.stats()
+    r["lists_start"], r["logins_start"] = stats["listSecrets"], stats["logins"]
+    r["streams"] = stats["openStreams"]
+    log(f"N={n} S={s}: all Ready {fmt_s(r['all_ready'])}, new mid-storm {fmt_ms(r['new_storm'])}")
+
+    # --- a new SecretSync once all are Ready ---------------------------------------------------------
+    await asyncio.sleep(1.0)
+    calm_key = (namespaces[-1], "new-when-idle")
+    created = time.monotonic()
+    await api.create(secret_sync_body(*calm_key, path=scope_path(s - 1)))
+    calm_ready = await tracker.wait_ready(calm_key, 60)
+    r["new_idle"] = None if calm_ready is None else calm_ready - created
+    r["load_ready"] = load()
+    total = n + 2
+
+    # --- restart cycle -------------------------------------------------------------------------------
+    op.stop()
+    env.service.reset_stats()
+    t0 = time.monotonic()
+    op = await asyncio.to_thread(env.start_operator, "op-restart")
+    reached = await settle(op, total, timeout=args.timeout)
+    r["restart_all"] = None if reached is None else reached - t0
+    stats = env.service.stats()
+    r["lists_restart"], r["logins_restart"] = stats["listSecrets"], stats["logins"]
+    r["reconciles_restart"] = metric(safe_metrics(op), "secretferry_syncs_total")
+    r["rss_restart"] = rss_mib(op_pid(op))
+    log(f"N={n} S={s}: restart cycle {fmt_s(r['restart_all'])}, lists {r['lists_restart']}")
+    op.stop()
+
+    # --- periodic cycle --------------------------------------------------------------------------
+    if args.no_periodic:
+        return
+    keys = sorted(tracker.known)
+    await api.gather_limited(
+        [lambda k=k: api.merge_patch_sync(k[0], k[1], {"spec": {"refreshInterval": "20s"}}) for k in keys]
+    )
+    op = await asyncio.to_thread(
+        env.start_operator, "op-periodic", SECRETFERRY_STREAMING_REFRESH_INTERVAL_SECONDS="20"
+    )
+    await settle(op, total, timeout=args.timeout)  # includes the observedGeneration status patches
+    pid = op_pid(op)
+    env.service.reset_stats()
+    c0, cpu0, w0 = metric(safe_metrics(op), "secretferry_syncs_total"), cpu_seconds(pid), time.monotonic()
+    r["load_periodic"] = load()
+    await asyncio.sleep(args.window)
+    text = safe_metrics(op)
+    c1, cpu1, w1 = metric(text, "secretferry_syncs_total"), cpu_seconds(pid), time.monotonic()
+    stats = env.service.stats()
+    cycles = (c1 - c0) / total
+    r["cycles"] = cycles
+    r["lists_window"], r["logins_window"] = stats["listSecrets"], stats["logins"]
+    r["lists_per_cycle"] = stats["listSecrets"] / cycles if cycles else float("nan")
+    r["cpu_idle_pct"] = 100 * (cpu1 - cpu0) / (w1 - w0)
+    r["rss_periodic"], r["peak_rss_periodic"] = rss_mib(pid), peak_rss_mib(pid)
+    r["results_window"] = {
+        res: metric(text, "secretferry_syncs_total", f'result="{res}"')
+        for res in ("written", "unchanged", "service", "error")
+    }
+    log(f"N={n} S={s}: {cycles:.2f} cycles in {w1 - w0:.0f} s, {stats['listSecrets']} lists")
+    op.stop()
+
+
+def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    headers = [
+        "N",
+        "S",
+        "create",
+        "op live",
+        "all Ready",
+        "new mid-storm",
+        "new idle",
+        "lists/logins start",
+        "restart cycle",
+        "lists/logins restart",
+        "lists/cycle (20s)",
+        "RSS / peak MiB",
+        "op CPU start",
+        "load start→ready",
+    ]
+    rows = []
+    for r in results:
+        periodic = (
+            "-"
+            if args.no_periodic or "lists_per_cycle" not in r
+            else f"{r['lists_per_cycle']:.1f} ({r['lists_window']} in {r['cycles']:.1f} cyc)"
+        )
+        rows.append(
+            [
+                r["N"],
+                r["S"],
+                r["create"],
+                fmt_s(r["live"]),
+                fmt_s(r["all_ready"]),
+                fmt_ms(r["new_storm"]) + f" (at +{r['storm_created_after']:.1f}s)",
+                fmt_ms(r["new_idle"]),
+                f"{r['lists_start']}/{r['logins_start']}",
+                fmt_s(r["restart_all"]),
+                f"{r['lists_restart']}/{r['logins_restart']}",
+                periodic,
+                f"{r['rss']:.0f} / {r['peak_rss']:.0f}",
+                f"{r['cpu_start']:.1f} s",
+                f"{r['load_start']} → {r['load_ready']}",
+            ]
+        )
+    print()
+    print("Issue 4: operator scale (real control plane + dev server + operator process; 2 shared cores)")
+    print("targets: 10,000 all Ready < 60 s; new one < 1 s; lists per cycle = S; RSS < 200 MiB")
+    print(table(headers, rows))
+    print()
+    for r in results:
+        extra = (
+            f"  N={r['N']} S={r['S']}: reconciles start={r['reconciles_start']:.0f} "
+            f"{ {k: int(v) for k, v in r['results_start'].items() if v} }, mean sync {r['sync_mean'] * 1000:.1f} ms, "
+            f"open streams {r['streams']}, reconciles restart={r['reconciles_restart']:.0f}, "
+            f"RSS after restart {r['rss_restart']:.0f} MiB"
+        )
+        if "cpu_idle_pct" in r:
+            extra += (
+                f", periodic: CPU {r['cpu_idle_pct']:.0f}% of a core, RSS {r['rss_periodic']:.0f}/"
+                f"{r['peak_rss_periodic']:.0f} MiB, logins {r['logins_window']}, load {r['load_periodic']}"
+            )
+        print(extra)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="100,1000", help="comma-separated N (e.g. 100,1000,10000)")
+    p.add_argument("--scopes", default="10,100", help="comma-separated S")
+    p.add_argument("--namespaces", type=int, default=10)
+    p.add_argument("--keys", type=int, default=5, help="secrets per scope")
+    p.add_argument("--timeout", type=float, default=300.0, help="per phase, seconds")
+    p.add_argument("--window", type=float, default=45.0, help="periodic-cycle measurement window, s")
+    p.add_argument("--no-periodic", action="store_true", help="skip the 20 s periodic-cycle phase")
+    p.add_argument("--quick", action="store_true", help="N=100, S=10, short window (< 2 min)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (logs) for inspection")
+    args = p.parse_args()
+    if args.quick:
+        args.sizes, args.scopes, args.window = "100", "10", 25.0
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    scopes = [int(x) for x in args.scopes.split(",") if x]
+    results = []
+    for n in sizes:
+        for s in scopes:
+            if s > n:
+                continue
+            results.append(asyncio.run(run_case(n, s, args)))
+    report(results, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,312 @@
+"""Issue 6 acceptance: the chart's RBAC, proven by the operator itself.
+
+A real ``helm install`` into the local control plane; then the operator process runs
+AUTHENTICATED AS THE CHART'S ServiceAccount (a bearer token from TokenRequest, not the admin
+certificate) with the environment the chart's Deployment sets, and performs an end-to-end sync:
+Kubernetes auth through a real TokenReview, the Secret written, statuses Ready, a change streamed
+in. No apiserver call of its own is refused (no 403 in its log). The same token is refused what
+the chart does not grant (a Secret outside ``scope.namespaces``; pods; RBAC objects).
+
+No kubelet runs, so the Deployment's pod never starts: the operator runs as a local process
+instead, which is why the token and the env are taken from the installed objects.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import ssl
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from chart_helpers import CHART, Helm, operator_harness
+
+from secretferry.devcluster.cluster import ControlPlane
+from secretferry.devcluster.operator_process import OperatorProcess
+from secretferry.devserver.testing import DevServer, run_dev_server
+
+pytestmark = pytest.mark.integration
+
+harness = operator_harness()
+PROJECT_ID: str = harness.PROJECT_ID
+HOURS = "3h"  # refresh interval far beyond any test: only the stream can explain the change
+# Env the Deployment sets that must not reach a local process: OperatorProcess picks free ports
+# (the chart's fixed 8080/8081 would collide between tests), and HOME/TMPDIR are the pod's /tmp.
+_LOCAL_ONLY = {"SECRETFERRY_METRICS_PORT", "SECRETFERRY_LIVENESS_PORT", "HOME", "TMPDIR"}
+# Test timing only; nothing here changes what the operator may do.
+_FAST = {
+    "SECRETFERRY_LOG_LEVEL": "DEBUG",
+    "SECRETFERRY_BACKOFF_INITIAL_SECONDS": "0.5",
+    "SECRETFERRY_BACKOFF_MAX_SECONDS": "3",
+    "SECRETFERRY_STREAM_HEARTBEAT_SECONDS": "1",
+}
+_FORBIDDEN = re.compile(r"forbidden|\b403\b", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def service(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """The dev server; its Kubernetes auth checks login JWTs with a real TokenReview."""
+    reviewer = control_plane.reviewer_token(expiration_seconds=3600)
+    with run_dev_server(
+        seed=harness.seed(control_plane, reviewer_token=reviewer),
+        data_dir=tmp_path_factory.mktemp("devserver"),
+        extra_args=["--heartbeat-seconds", "1", "--recheck-seconds", "2"],
+    ) as server:
+        harness.record_values(server)
+        yield server
+
+
+@dataclass
+class Installed:
+    release: str
+    namespace: str  # the release namespace, where the operator "runs"
+    service_account: str
+    deployment_env: dict[str, str]  # the operator container's env, fieldRefs resolved
+
+
+@pytest.fixture
+def install(control_plane: ControlPlane, helm: Helm) -> Iterator[Callable[..., Installed]]:
+    installed: list[Installed] = []
+
+    def run(release_ns: str, *set_values: str) -> Installed:
+        name = f"sf-{uuid.uuid4().hex[:8]}"
+        # The session's control plane is shared: the CRDs may exist already (other tests, other
+        # releases), so adopt them and win field-manager conflicts, as test_chart.py does.
+        args = ["install", name, str(CHART), "--namespace", release_ns, "--kubeconfig", str(control_plane.kubeconfig)]
+        args += ["--take-ownership", "--force-conflicts", "--wait=hookOnly", "--timeout=2m"]
+        for s in set_values:
+            args += ["--set", s]
+        helm(*args)
+        full = f"{name}-secretferry"
+        release = Installed(name, release_ns, full, _deployment_env(control_plane, release_ns, full))
+        installed.append(release)
+        control_plane.kubectl(
+            "wait", "--for=condition=Established", "--timeout=30s",
+            *[f"crd/{c}.secretferry.io" for c in ("secretsyncs", "machineidentities", "clustermachineidentities")],
+        )  # fmt: skip
+        return release
+
+    yield run
+    for release in installed:
+        helm(
+            "uninstall", release.release, "--namespace", release.namespace,
+            "--kubeconfig", str(control_plane.kubeconfig), check=False,
+        )  # fmt: skip
+
+
+def _deployment_env(cp: ControlPlane, namespace: str, name: str) -> dict[str, str]:
+    deployment = json.loads(cp.kubectl("get", "deployment", name, "-n", namespace, "-o", "json"))
+    env: dict[str, str] = {}
+    for var in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        else:
+            assert var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace", var
+            env[var["name"]] = namespace
+    return env
+
+
+def _token_kubeconfig(cp: ControlPlane, token: str, path: Path) -> Path:
+    """A kubeconfig that authenticates with the bearer token only (no client certificate)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "dev",
+                "cluster": {
+                    "server": cp.server,
+                    "certificate-authority-data": base64.b64encode(cp.ca_pem.encode()).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "chart-sa", "user": {"token": token}}],
+        "contexts": [{"name": "chart-sa", "context": {"cluster": "dev", "user": "chart-sa"}}],
+        "current-context": "chart-sa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def _as_token(cp: ControlPlane, token: str, method: str, path: str, body: dict[str, Any] | None = None) -> int:
+    """One raw request with the bearer token (CA-verified TLS, no client certificate); the status."""
+    ctx = ssl.create_default_context(cadata=cp.ca_pem)
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(cp.server + path, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, context=ctx, timeout=10) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def _whoami(cp: ControlPlane, token: str) -> str:
+    ctx = ssl.create_default_context(cadata=cp.ca_pem)
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    request = urllib.request.Request(
+        cp.server + "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, context=ctx, timeout=10) as r:
+        return str(json.loads(r.read())["status"]["userInfo"]["username"])
+
+
+def _namespaces(cp: ControlPlane, count: int) -> list[str]:
+    names = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(count)]
+    for ns in names:
+        cp.kubectl("create", "namespace", ns)
+    return names
+
+
+def _start_as_chart_sa(
+    cp: ControlPlane, release: Installed, tmp_path: Path
+) -> tuple[OperatorProcess, str]:
+    token = cp.token_for(release.namespace, release.service_account, expiration_seconds=3600)
+    assert _whoami(cp, token) == f"system:serviceaccount:{release.namespace}:{release.service_account}"
+    kubeconfig = _token_kubeconfig(cp, token, tmp_path / "chart-sa.kubeconfig")
+    env = {k: v for k, v in release.deployment_env.items() if k not in _LOCAL_ONLY}
+    op = OperatorProcess(kubeconfig=kubeconfig, log_path=tmp_path / "operator.log", env={**env, **_FAST})
+    op.start()
+    return op, token
+
+
+def _sync_end_to_end(cp: ControlPlane, service: DevServer, app_ns: str) -> None:
+    """Identity + SecretSync (as admin, like a user); everything after is the operator's work."""
+    path = f"/{app_ns}"
+    service.set_secret(PROJECT_ID, "dev", path, "DB_PASS", "chart-e2e-value-1")
+    harness.kubernetes_identity(cp, app_ns)
+    harness.secret_sync(cp, app_ns, "app", sources=[harness.source(path)], refreshInterval=HOURS)
+    harness.eventually(
+        lambda: harness.secret_data(cp, app_ns, "app") == {"DB_PASS": "chart-e2e-value-1"},
+        what="the first sync under the chart's RBAC",
+        timeout=60,
+    )
+    cond = harness.wait_reason(cp, app_ns, "app", "Synced")
+    assert cond["status"] == "True"
+    identity = harness.eventually(
+        lambda: harness.ready(cp, app_ns, "ferry", kind="machineidentity"), what="MachineIdentity Ready"
+    )
+    assert identity["status"] == "True", identity
+    harness.eventually(
+        lambda: ((harness.get(cp, "secretsync", "app", app_ns) or {}).get("status") or {}).get("updateMode")
+        == "Streaming",
+        what="updateMode Streaming",
+    )
+    service.set_secret(PROJECT_ID, "dev", path, "DB_PASS", "chart-e2e-value-2")
+    started = time.monotonic()
+    harness.eventually(
+        lambda: harness.secret_data(cp, app_ns, "app") == {"DB_PASS": "chart-e2e-value-2"},
+        what="the streamed change",
+        timeout=15,
+        interval=0.05,
+    )
+    assert time.monotonic() - started < 15  # against a 3 h refresh interval
+
+
+def _refused_lines(op: OperatorProcess) -> list[str]:
+    return [line for line in op.log_text().splitlines() if _FORBIDDEN.search(line)]
+
+
+def _secret(cp: ControlPlane, namespace: str, name: str) -> None:
+    cp.kubectl("create", "secret", "generic", name, "-n", namespace, "--from-literal=k=not-yours-123456")
+
+
+def test_namespaced_release_syncs_with_its_own_token_and_nothing_more(
+    control_plane: ControlPlane,
+    service: DevServer,
+    install: Callable[..., Installed],
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    app_ns, outsider = _namespaces(control_plane, 2)
+    op: OperatorProcess | None = None
+    try:
+        release = install(
+            namespace, f"scope.namespaces={{{app_ns}}}", f"config.defaultHostAPI={service.base_url}"
+        )
+        assert release.deployment_env["SECRETFERRY_WATCH_NAMESPACES"] == app_ns
+        assert release.deployment_env["SECRETFERRY_NAMESPACE"] == namespace
+        op, token = _start_as_chart_sa(control_plane, release, tmp_path)
+        _sync_end_to_end(control_plane, service, app_ns)
+        # The HMAC key was created in the release namespace under the narrow hmac-key Role.
+        assert harness.get(control_plane, "secret", "secretferry-hmac-key", namespace) is not None
+        assert _refused_lines(op) == []
+
+        # The token works (the managed Secret is readable), so every 403 below is authorization.
+        _secret(control_plane, outsider, "not-managed")
+        _secret(control_plane, namespace, "not-the-hmac-key")
+        assert _as_token(control_plane, token, "GET", f"/api/v1/namespaces/{app_ns}/secrets/app") == 200
+        denied = [
+            ("GET", f"/api/v1/namespaces/{outsider}/secrets/not-managed"),
+            ("GET", f"/api/v1/namespaces/{outsider}/secrets"),
+            ("GET", "/api/v1/secrets"),
+            ("GET", f"/api/v1/namespaces/{namespace}/secrets/not-the-hmac-key"),
+            ("GET", f"/apis/secretferry.io/v1alpha1/namespaces/{outsider}/secretsyncs"),
+            ("DELETE", f"/api/v1/namespaces/{outsider}/secrets/not-managed"),
+        ]
+        statuses = {f"{m} {p}": _as_token(control_plane, token, m, p) for m, p in denied}
+        assert statuses == {k: 403 for k in statuses}
+        assert harness.get(control_plane, "secret", "not-managed", outsider) is not None
+    finally:
+        if op is not None:
+            op.stop()
+        for ns in (app_ns, outsider):
+            control_plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    if op is not None:
+        harness.assert_no_values_leaked(control_plane, op)
+
+
+def test_clusterwide_release_syncs_with_its_own_token_and_nothing_more(
+    control_plane: ControlPlane,
+    service: DevServer,
+    install: Callable[..., Installed],
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    (app_ns,) = _namespaces(control_plane, 1)
+    op: OperatorProcess | None = None
+    try:
+        release = install(namespace, f"config.defaultHostAPI={service.base_url}")
+        assert release.deployment_env["SECRETFERRY_WATCH_NAMESPACES"] == ""
+        op, token = _start_as_chart_sa(control_plane, release, tmp_path)
+        _sync_end_to_end(control_plane, service, app_ns)
+        assert harness.get(control_plane, "secret", "secretferry-hmac-key", namespace) is not None
+        assert _refused_lines(op) == []
+
+        assert _as_token(control_plane, token, "GET", f"/api/v1/namespaces/{app_ns}/secrets/app") == 200
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"escalate-{uuid.uuid4().hex[:8]}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": release.service_account, "namespace": namespace}],
+        }
+        denied = [
+            ("GET", "/api/v1/pods", None),
+            ("GET", f"/api/v1/namespaces/{app_ns}/pods", None),
+            ("DELETE", f"/api/v1/namespaces/{app_ns}", None),
+            ("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding),
+        ]
+        statuses = {f"{m} {p}": _as_token(control_plane, token, m, p, b) for m, p, b in denied}
+        assert statuses == {k: 403 for k in statuses}
+    finally:
+        if op is not None:
+            op.stop()
+        control_plane.kubectl("delete", "namespace", app_ns, "--wait=false", check=False)
+    if op is not None:
+        harness.assert_no_values_leaked(control_plane, op)
