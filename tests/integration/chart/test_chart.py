@@ -82,7 +82,8 @@ def test_rendered_manifests_pass_server_dry_run(
 
 
 def _dry_run(control_plane: ControlPlane, docs: list[Manifest]) -> None:
-    # CRDs first, for real, so that objects of those kinds (kopf peerings) can be dry-run too.
+    # CRDs first, for real, so that objects of those kinds (if a values file renders any) can be
+    # dry-run too.
     crds = by_kind(docs, "CustomResourceDefinition")
     missing = [c for c in crds if not _exists(control_plane, "crd", c["metadata"]["name"])]
     if missing:
@@ -226,18 +227,20 @@ def test_helm_install_creates_the_objects(
         ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
         ("delete", "namespaces"),
         ("create", "pods", "-n", "default"),
-        ("patch", "clusterkopfpeerings.kopf.dev"),  # peering is off by default
+        ("get", "leases.coordination.k8s.io", "-n", ns),  # leader election is off by default
+        ("create", "leases.coordination.k8s.io", "-n", ns),
         ("impersonate", "serviceaccounts", "-n", "default"),
     ]
     assert [a for a in allowed if not can_i(control_plane, release, *a)] == []
     assert [d for d in denied if can_i(control_plane, release, *d)] == []
+    assert not _exists(control_plane, "role", f"{full}-leader-election", "-n", ns)
 
     _helm_kube(control_plane, helm, "uninstall", release.name, "-n", ns)
     assert not _exists(control_plane, "clusterrole", full)
     assert _exists(control_plane, "crd", "secretsyncs.secretferry.io"), "crds.keep must survive uninstall"
 
 
-def test_namespaced_ha_install_rbac_and_peering(
+def test_namespaced_ha_install_rbac_and_leader_election(
     control_plane: ControlPlane, install: Callable[..., Release]
 ) -> None:
     served = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
@@ -248,16 +251,38 @@ def test_namespaced_ha_install_rbac_and_peering(
         release = install(
             f"scope.namespaces={{{','.join(served)}}}",
             "replicaCount=3",
-            "peering.enabled=true",
+            "leaderElection.enabled=true",
         )
         ns = release.namespace
         full = release.service_account
+        lease = full  # leaderElection.leaseName defaults to the release's full name
         assert _exists(control_plane, "poddisruptionbudget", full, "-n", ns)
         for s in served:
             assert _exists(control_plane, "role", full, "-n", s)
-            # The post-install hook created the peering object kopf patches.
-            assert _exists(control_plane, "kopfpeerings.kopf.dev", full, "-n", s)
         assert not _exists(control_plane, "role", full, "-n", outsider)
+        # Leader election: a Role + RoleBinding for the Lease in the release namespace; the
+        # operator creates the Lease itself, so the chart installs none.
+        assert _exists(control_plane, "role", f"{full}-leader-election", "-n", ns)
+        assert _exists(control_plane, "rolebinding", f"{full}-leader-election", "-n", ns)
+        assert not _exists(control_plane, "lease", lease, "-n", ns)
+        lease_allowed = [
+            ("create", "leases.coordination.k8s.io", "-n", ns),
+            ("get", f"leases.coordination.k8s.io/{lease}", "-n", ns),
+            ("update", f"leases.coordination.k8s.io/{lease}", "-n", ns),
+        ]
+        assert [a for a in lease_allowed if not can_i(control_plane, release, *a)] == []
+        lease_denied = [
+            ("update", "leases.coordination.k8s.io/other", "-n", ns),
+            ("get", "leases.coordination.k8s.io/other", "-n", ns),
+            ("patch", f"leases.coordination.k8s.io/{lease}", "-n", ns),
+            ("delete", f"leases.coordination.k8s.io/{lease}", "-n", ns),
+            ("list", "leases.coordination.k8s.io", "-n", ns),
+            ("watch", "leases.coordination.k8s.io", "-n", ns),
+            ("create", "leases.coordination.k8s.io", "-n", served[0]),
+            ("update", f"leases.coordination.k8s.io/{lease}", "-n", served[0]),
+            ("create", "leases.coordination.k8s.io", "--all-namespaces"),
+        ]
+        assert [d for d in lease_denied if can_i(control_plane, release, *d)] == []
 
         allowed = [
             ("get", "secrets"),
@@ -278,7 +303,6 @@ def test_namespaced_ha_install_rbac_and_peering(
             ("patch", "statefulsets.apps"),
             ("patch", "daemonsets.apps"),
             ("patch", "rollouts.argoproj.io"),
-            ("patch", "kopfpeerings.kopf.dev"),
         ]
         problems = [(a, s) for s in served for a in allowed if not can_i(control_plane, release, *a, "-n", s)]
         assert problems == []
@@ -301,6 +325,7 @@ def test_namespaced_ha_install_rbac_and_peering(
             ("list", "secretsyncs.secretferry.io", "-n", outsider),
             ("create", "serviceaccounts", "--subresource=token", "-n", outsider),
             ("patch", "deployments.apps", "-n", outsider),
+            ("patch", "kopfpeerings.kopf.dev", "-n", served[0]),
             ("patch", "clusterkopfpeerings.kopf.dev"),
             ("delete", "namespaces"),
         ]

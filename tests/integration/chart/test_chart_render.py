@@ -22,6 +22,12 @@ def _env(docs: list[Manifest]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in _container(docs)["env"]}
 
 
+def _role(docs: list[Manifest], name: str, kind: str = "Role") -> Manifest:
+    found = [d for d in by_kind(docs, kind) if d["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, got {len(found)}"
+    return found[0]
+
+
 def _rules(role: Manifest) -> set[tuple[str, str, str]]:
     """(apiGroup, resource, verb) triples, for exact comparisons."""
     return {
@@ -152,38 +158,89 @@ def test_namespaced_rbac(render: Render) -> None:
     assert bindings == set(roles)
 
 
-def test_ha_has_peering_and_pdb(render: Render) -> None:
+def test_ha_has_leader_election_and_pdb(render: Render) -> None:
     docs = render(CI / "ha-values.yaml")
     assert one(docs, "Deployment")["spec"]["replicas"] == 3
     assert "strategy" not in one(docs, "Deployment")["spec"]
     assert _env(docs)["SECRETFERRY_PEERING"] == "ci-secretferry"
     pdb = one(docs, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
-    crds = {c["metadata"]["name"] for c in by_kind(docs, "CustomResourceDefinition")}
-    assert {"kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"} <= crds
-    peering = one(docs, "ClusterKopfPeering")
-    assert peering["metadata"]["name"] == "ci-secretferry"
-    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
-    assert ("kopf.dev", "clusterkopfpeerings", "patch") in _rules(one(docs, "ClusterRole"))
-
-
-def test_namespaced_ha_peers_per_namespace(render: Render) -> None:
-    docs = render(CI / "namespaced-values.yaml", CI / "ha-values.yaml")
-    assert {p["metadata"]["namespace"] for p in by_kind(docs, "KopfPeering")} == {
-        "secretferry-ci-a",
-        "secretferry-ci-b",
+    # kopf peering is gone: no kopf.dev CRDs, objects, hooks or rules.
+    assert {c["spec"]["group"] for c in by_kind(docs, "CustomResourceDefinition")} == {"secretferry.io"}
+    assert not any(d["apiVersion"].startswith("kopf.dev/") for d in docs)
+    assert not any(
+        "helm.sh/hook" in (d["metadata"].get("annotations") or {}) for d in docs if d["kind"] != "Pod"
+    )
+    assert not any(group == "kopf.dev" for group, _, _ in _rules(one(docs, "ClusterRole")))
+    # The Lease Role: in the release namespace, create unrestricted, get/update on the Lease only.
+    role = _role(docs, "ci-secretferry-leader-election")
+    assert role["metadata"]["namespace"] == "secretferry-system"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["ci-secretferry"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    binding = _role(docs, "ci-secretferry-leader-election", kind="RoleBinding")
+    assert binding["metadata"]["namespace"] == "secretferry-system"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "ci-secretferry-leader-election",
     }
-    assert by_kind(docs, "ClusterKopfPeering") == []
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "ci-secretferry", "namespace": "secretferry-system"}
+    ]
+
+
+def test_lease_name_override(render: Render) -> None:
+    docs = render(CI / "ha-values.yaml", set_values=["leaderElection.leaseName=sf-leader"])
+    assert _env(docs)["SECRETFERRY_PEERING"] == "sf-leader"
+    rules = _role(docs, "ci-secretferry-leader-election")["rules"]
+    assert rules[1]["resourceNames"] == ["sf-leader"]
+
+
+def test_leader_election_with_one_replica(render: Render) -> None:
+    """Allowed (a warm standby is not required); the strategy may then roll, the Lease serialises."""
+    docs = render(set_values=["leaderElection.enabled=true"])
+    assert _env(docs)["SECRETFERRY_PEERING"] == "ci-secretferry"
+    assert "strategy" not in one(docs, "Deployment")["spec"]
+    assert by_kind(docs, "PodDisruptionBudget") == []
+    assert _role(docs, "ci-secretferry-leader-election")
+
+
+def test_namespaced_ha_leases_in_the_release_namespace(render: Render) -> None:
+    docs = render(CI / "namespaced-values.yaml", CI / "ha-values.yaml")
+    lease_roles = [
+        r for r in by_kind(docs, "Role") if ("coordination.k8s.io", "leases", "update") in _rules(r)
+    ]
+    assert [(r["metadata"]["namespace"], r["metadata"]["name"]) for r in lease_roles] == [
+        ("secretferry-system", "ci-secretferry-leader-election")
+    ]
     for role in by_kind(docs, "Role"):
-        if role["metadata"]["name"] == "ci-secretferry":
-            assert ("kopf.dev", "kopfpeerings", "patch") in _rules(role)
+        assert not any(group == "kopf.dev" for group, _, _ in _rules(role))
+    assert by_kind(docs, "ClusterKopfPeering") == [] and by_kind(docs, "KopfPeering") == []
+
+
+def test_lease_role_even_when_the_release_namespace_is_served(render: Render) -> None:
+    """The per-namespace Role has no leases, so the Lease Role is there in that case too."""
+    docs = render(CI / "ha-values.yaml", set_values=["scope.namespaces={secretferry-system,other}"])
+    role = _role(docs, "ci-secretferry-leader-election")
+    assert role["metadata"]["namespace"] == "secretferry-system"
+    served = [r for r in by_kind(docs, "Role") if r["metadata"]["name"] == "ci-secretferry"]
+    assert served and not any(res == "leases" for r in served for _, res, _ in _rules(r))
 
 
 def test_single_replica_is_standalone(render: Render) -> None:
     docs = render()
     assert one(docs, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    assert _env(docs)["SECRETFERRY_PEERING"] == ""
     assert by_kind(docs, "PodDisruptionBudget") == []
-    assert by_kind(docs, "ClusterKopfPeering") == []
+    assert by_kind(docs, "Role") == [] and by_kind(docs, "RoleBinding") == []
+    assert not any(res == "leases" for _, res, _ in _rules(one(docs, "ClusterRole")))
 
 
 def test_service_monitor(render: Render) -> None:
@@ -204,7 +261,10 @@ def test_metrics_service(render: Render) -> None:
 @pytest.mark.parametrize(
     ("set_values", "message"),
     [
-        (["replicaCount=2"], "peering"),
+        (["replicaCount=2"], "leaderElection"),
+        (["replicaCount=2", "leaderElection.enabled=false"], "leaderElection"),
+        (["leaderElection.enabled=true", "leaderElection.leaseName=Not_A_Name"], "leaseName"),
+        (["peering.enabled=true"], "peering"),
         (["config.logFormat=xml"], "logFormat"),
         (["scope.namespaces={Not_A_Namespace}"], "namespaces"),
         (["unknownKey=1"], "unknownKey"),
@@ -217,6 +277,14 @@ def test_bad_values_are_refused(helm: Helm, set_values: list[str], message: str)
         args += ["--set", s]
     out = helm(*args, check=False)
     assert "Error" in out and message in out, out
+
+
+def test_template_guard_refuses_replicas_without_leader_election(helm: Helm) -> None:
+    """The guard in the template holds even when the schema is skipped."""
+    out = helm(
+        "template", "ci", str(CHART), "--skip-schema-validation", "--set", "replicaCount=2", check=False
+    )
+    assert "replicaCount > 1 needs leaderElection.enabled=true" in out, out
 
 
 def test_schema_is_valid_json_and_covers_every_top_level_value() -> None:
