@@ -81,7 +81,8 @@ def install(control_plane: ControlPlane, helm: Helm) -> Iterator[Callable[..., I
         name = f"sf-{uuid.uuid4().hex[:8]}"
         # The session's control plane is shared: the CRDs may exist already (other tests, other
         # releases), so adopt them and win field-manager conflicts, as test_chart.py does.
-        args = ["install", name, str(CHART), "--namespace", release_ns, "--kubeconfig", str(control_plane.kubeconfig)]
+        args = ["install", name, str(CHART), "--namespace", release_ns]
+        args += ["--kubeconfig", str(control_plane.kubeconfig)]
         args += ["--take-ownership", "--force-conflicts", "--wait=hookOnly", "--timeout=2m"]
         for s in set_values:
             args += ["--set", s]
@@ -89,26 +90,24 @@ def install(control_plane: ControlPlane, helm: Helm) -> Iterator[Callable[..., I
         full = f"{name}-secretferry"
         release = Installed(name, release_ns, full, _deployment_env(control_plane, release_ns, full))
         installed.append(release)
+        crds = ("secretsyncs", "machineidentities", "clustermachineidentities")
         control_plane.kubectl(
-            "wait", "--for=condition=Established", "--timeout=30s",
-            *[f"crd/{c}.secretferry.io" for c in ("secretsyncs", "machineidentities", "clustermachineidentities")],
-        )  # fmt: skip
+            "wait", "--for=condition=Established", "--timeout=30s", *[f"crd/{c}.secretferry.io" for c in crds]
+        )
         return release
 
     yield run
     for release in installed:
-        helm(
-            "uninstall", release.release, "--namespace", release.namespace,
-            "--kubeconfig", str(control_plane.kubeconfig), check=False,
-        )  # fmt: skip
+        args = ["uninstall", release.release, "--namespace", release.namespace]
+        helm(*args, "--kubeconfig", str(control_plane.kubeconfig), check=False)
 
 
 def _deployment_env(cp: ControlPlane, namespace: str, name: str) -> dict[str, str]:
     deployment = json.loads(cp.kubectl("get", "deployment", name, "-n", namespace, "-o", "json"))
     env: dict[str, str] = {}
     for var in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
-        if "value" in var:
-            env[var["name"]] = var["value"]
+        if "valueFrom" not in var:
+            env[var["name"]] = var.get("value", "")  # the apiserver drops empty values
         else:
             assert var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace", var
             env[var["name"]] = namespace
@@ -138,7 +137,9 @@ def _token_kubeconfig(cp: ControlPlane, token: str, path: Path) -> Path:
     return path
 
 
-def _as_token(cp: ControlPlane, token: str, method: str, path: str, body: dict[str, Any] | None = None) -> int:
+def _as_token(
+    cp: ControlPlane, token: str, method: str, path: str, body: dict[str, Any] | None = None
+) -> int:
     """One raw request with the bearer token (CA-verified TLS, no client certificate); the status."""
     ctx = ssl.create_default_context(cadata=cp.ca_pem)
     data = json.dumps(body).encode() if body is not None else None
@@ -173,9 +174,7 @@ def _namespaces(cp: ControlPlane, count: int) -> list[str]:
     return names
 
 
-def _start_as_chart_sa(
-    cp: ControlPlane, release: Installed, tmp_path: Path
-) -> tuple[OperatorProcess, str]:
+def _start_as_chart_sa(cp: ControlPlane, release: Installed, tmp_path: Path) -> tuple[OperatorProcess, str]:
     token = cp.token_for(release.namespace, release.service_account, expiration_seconds=3600)
     assert _whoami(cp, token) == f"system:serviceaccount:{release.namespace}:{release.service_account}"
     kubeconfig = _token_kubeconfig(cp, token, tmp_path / "chart-sa.kubeconfig")
@@ -203,8 +202,10 @@ def _sync_end_to_end(cp: ControlPlane, service: DevServer, app_ns: str) -> None:
     )
     assert identity["status"] == "True", identity
     harness.eventually(
-        lambda: ((harness.get(cp, "secretsync", "app", app_ns) or {}).get("status") or {}).get("updateMode")
-        == "Streaming",
+        lambda: (
+            ((harness.get(cp, "secretsync", "app", app_ns) or {}).get("status") or {}).get("updateMode")
+            == "Streaming"
+        ),
         what="updateMode Streaming",
     )
     service.set_secret(PROJECT_ID, "dev", path, "DB_PASS", "chart-e2e-value-2")
@@ -219,7 +220,14 @@ def _sync_end_to_end(cp: ControlPlane, service: DevServer, app_ns: str) -> None:
 
 
 def _refused_lines(op: OperatorProcess) -> list[str]:
-    return [line for line in op.log_text().splitlines() if _FORBIDDEN.search(line)]
+    """Refusals of the operator's own API calls. Expected, and not RBAC: writes into a namespace
+    being deleted (NamespaceLifecycle admission), e.g. an earlier test's leftovers, seen by a
+    cluster-wide operator in the shared session cluster."""
+    return [
+        line
+        for line in op.log_text().splitlines()
+        if _FORBIDDEN.search(line) and "because it is being terminated" not in line
+    ]
 
 
 def _secret(cp: ControlPlane, namespace: str, name: str) -> None:
@@ -293,7 +301,11 @@ def test_clusterwide_release_syncs_with_its_own_token_and_nothing_more(
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
             "metadata": {"name": f"escalate-{uuid.uuid4().hex[:8]}"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
             "subjects": [{"kind": "ServiceAccount", "name": release.service_account, "namespace": namespace}],
         }
         denied = [
@@ -309,4 +321,68 @@ def test_clusterwide_release_syncs_with_its_own_token_and_nothing_more(
             op.stop()
         control_plane.kubectl("delete", "namespace", app_ns, "--wait=false", check=False)
     if op is not None:
+        harness.assert_no_values_leaked(control_plane, op)
+
+
+def _lease(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
+    return (harness.get(cp, "lease", name, namespace) or {}).get("spec") or {}
+
+
+def test_leader_election_release_elects_and_syncs_with_its_own_token(
+    control_plane: ControlPlane,
+    service: DevServer,
+    install: Callable[..., Installed],
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """HA: the Lease Role (create; get/update on the one Lease) is enough to lead and to stand by."""
+    (app_ns,) = _namespaces(control_plane, 1)
+    ops: list[OperatorProcess] = []
+    try:
+        release = install(
+            namespace,
+            f"scope.namespaces={{{app_ns}}}",
+            "replicaCount=2",
+            "leaderElection.enabled=true",
+            f"config.defaultHostAPI={service.base_url}",
+        )
+        lease = release.deployment_env["SECRETFERRY_PEERING"]
+        assert lease == release.service_account  # defaults to the release's full name
+        for replica in ("replica-a", "replica-b"):
+            release.deployment_env["HOSTNAME"] = replica  # the pod name, the Lease holder identity
+            workdir = tmp_path / replica
+            workdir.mkdir()
+            op, token = _start_as_chart_sa(control_plane, release, workdir)
+            ops.append(op)
+            if replica == "replica-a":  # the first one leads (creates the Lease) and syncs
+                harness.eventually(
+                    lambda: _lease(control_plane, namespace, lease).get("holderIdentity") == "replica-a",
+                    what="replica-a to hold the Lease",
+                )
+                _sync_end_to_end(control_plane, service, app_ns)
+        # The leader renews (GET + PUT on its Lease); the other reads it and stands by.
+        first = _lease(control_plane, namespace, lease)["renewTime"]
+        harness.eventually(
+            lambda: _lease(control_plane, namespace, lease)["renewTime"] != first,
+            what="a Lease renewal",
+            timeout=20,
+        )
+        assert _lease(control_plane, namespace, lease)["holderIdentity"] == "replica-a"
+        harness.eventually(
+            lambda: "waiting for leadership" in ops[1].log_text(), what="replica-b standing by"
+        )
+        assert "became the leader" not in ops[1].log_text()
+        for op in ops:
+            assert _refused_lines(op) == []
+        # Only that one Lease: no other Lease may be read or rewritten with the chart's token.
+        leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        assert _as_token(control_plane, token, "GET", f"{leases}/{lease}") == 200
+        assert _as_token(control_plane, token, "GET", f"{leases}/someone-elses") == 403
+        assert _as_token(control_plane, token, "GET", leases) == 403
+        assert _as_token(control_plane, token, "DELETE", f"{leases}/{lease}") == 403
+    finally:
+        for op in ops:
+            op.stop()
+        control_plane.kubectl("delete", "namespace", app_ns, "--wait=false", check=False)
+    for op in ops:
         harness.assert_no_values_leaked(control_plane, op)
