@@ -27,10 +27,10 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from secretferry.devcluster import cluster  # noqa: E402
-from secretferry.devcluster.operator_process import OperatorProcess  # noqa: E402
-from secretferry.devserver.testing import DevServer, run_dev_server  # noqa: E402
-from secretferry.models import labels  # noqa: E402
+from secretferry.devcluster import cluster
+from secretferry.devcluster.operator_process import OperatorProcess
+from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.models import labels
 
 REPO = Path(__file__).resolve().parents[1]
 ORG_ID = "0f000000-0000-4000-8000-000000000001"
@@ -101,7 +101,9 @@ def safe_metrics(op: OperatorProcess) -> str:
 
 
 # --- the environment ---------------------------------------------------------------------------------
-def seed_doc(cp: cluster.ControlPlane, *, reviewer_token: str, secrets: list[dict[str, str]]) -> dict[str, Any]:
+def seed_doc(
+    cp: cluster.ControlPlane, *, reviewer_token: str, secrets: list[dict[str, str]]
+) -> dict[str, Any]:
     return {
         "organizations": [{"id": ORG_ID, "name": "Bench org", "slug": "bench-org"}],
         "projects": [
@@ -239,7 +241,13 @@ class Api:
         await self.session.close()
 
     async def request(
-        self, method: str, path: str, body: Any = None, *, content_type: str = "application/json", ok=(200, 201)
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        ok: tuple[int, ...] = (200, 201),
     ) -> Any:
         data = None if body is None else json.dumps(body)
         async with self.session.request(
@@ -327,7 +335,7 @@ class Api:
                         rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                         if event["type"] != "BOOKMARK":
                             handle(event["type"], obj)
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except (TimeoutError, aiohttp.ClientError):
                 await asyncio.sleep(0.2)
 
 
@@ -374,16 +382,16 @@ class SyncTracker:
         else:
             self.ready.discard(key)
 
-    async def wait_ready(self, key: tuple[str, str], timeout: float) -> float | None:
+    async def wait_ready(self, key: tuple[str, str], limit_s: float) -> float | None:
         """Monotonic time the key was first seen Ready, or None after ``timeout``."""
         if key not in self.first_ready:
             event = self._waiters.setdefault(key, asyncio.Event())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout)
+                await asyncio.wait_for(event.wait(), limit_s)
         return self.first_ready.get(key)
 
-    async def wait_until(self, check: Callable[[], bool], timeout: float, poll: float = 0.2) -> bool:
-        deadline = time.monotonic() + timeout
+    async def wait_until(self, check: Callable[[], bool], limit_s: float, poll: float = 0.2) -> bool:
+        deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             if check():
                 return True
@@ -417,5 +425,5 @@ def percentile(values: Sequence[float], p: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return float("nan")
-    k = min(len(ordered) - 1, max(0, int(round(p / 100 * len(ordered) + 0.5)) - 1))
+    k = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))
     return ordered[k]

@@ -45,7 +45,6 @@ from _common import (
     secret_sync_body,
     table,
 )
-
 from secretferry.devcluster.operator_process import OperatorProcess
 
 
@@ -53,10 +52,10 @@ def scope_path(j: int) -> str:
     return f"/scale/s{j:03d}"
 
 
-async def settle(op: OperatorProcess, at_least: float, *, timeout: float, quiet: float = 3.0) -> float | None:
+async def settle(op: OperatorProcess, at_least: float, *, limit_s: float, quiet: float = 3.0) -> float | None:
     """Wait until secretferry_syncs_total >= at_least and unchanged for ``quiet`` s; returns the
     monotonic time it first reached ``at_least`` (None on timeout)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + limit_s
     reached: float | None = None
     last, last_change = -1.0, time.monotonic()
     while time.monotonic() < deadline:
@@ -66,7 +65,7 @@ async def settle(op: OperatorProcess, at_least: float, *, timeout: float, quiet:
             last, last_change = total, now
         if reached is None and total >= at_least:
             reached = now
-        if reached is not None and now - last_change >= quiet:
+        if reached is not None and (now - last_change >= quiet or now - reached > 15):
             return reached
         await asyncio.sleep(0.5)
     return reached
@@ -91,7 +90,10 @@ async def run_case(n: int, s: int, args: argparse.Namespace) -> dict[str, Any]:
 async def _run_case(env: Env, api: Api, n: int, s: int, args: argparse.Namespace, r: dict[str, Any]) -> None:
     namespaces = [f"bench-{i}" for i in range(max(1, min(args.namespaces, n)))]
     await api.gather_limited(
-        [lambda ns=ns: api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}) for ns in namespaces]
+        [
+            lambda ns=ns: api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            for ns in namespaces
+        ]
     )
     names = [(namespaces[i % len(namespaces)], f"sync-{i:05d}", scope_path(i % s)) for i in range(n)]
     started = time.monotonic()
@@ -143,8 +145,9 @@ async def _phases(
     r["cpu_start"] = cpu_seconds(pid)
     text = safe_metrics(op)
     r["reconciles_start"] = metric(text, "secretferry_syncs_total")
-    dur_sum, dur_count = metric(text, "secretferry_sync_duration_seconds_sum"), metric(
-        text, "secretferry_sync_duration_seconds_count"
+    dur_sum, dur_count = (
+        metric(text, "secretferry_sync_duration_seconds_sum"),
+        metric(text, "secretferry_sync_duration_seconds_count"),
     )
     r["sync_mean"] = dur_sum / dur_count if dur_count else float("nan")
     r["results_start"] = {
@@ -171,7 +174,7 @@ async def _phases(
     env.service.reset_stats()
     t0 = time.monotonic()
     op = await asyncio.to_thread(env.start_operator, "op-restart")
-    reached = await settle(op, total, timeout=args.timeout)
+    reached = await settle(op, total, limit_s=args.timeout)
     r["restart_all"] = None if reached is None else reached - t0
     stats = env.service.stats()
     r["lists_restart"], r["logins_restart"] = stats["listSecrets"], stats["logins"]
@@ -190,7 +193,7 @@ async def _phases(
     op = await asyncio.to_thread(
         env.start_operator, "op-periodic", SECRETFERRY_STREAMING_REFRESH_INTERVAL_SECONDS="20"
     )
-    await settle(op, total, timeout=args.timeout)  # includes the observedGeneration status patches
+    await settle(op, total, limit_s=args.timeout)  # includes the observedGeneration status patches
     pid = op_pid(op)
     env.service.reset_stats()
     c0, cpu0, w0 = metric(safe_metrics(op), "secretferry_syncs_total"), cpu_seconds(pid), time.monotonic()
@@ -263,7 +266,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     for r in results:
         extra = (
             f"  N={r['N']} S={r['S']}: reconciles start={r['reconciles_start']:.0f} "
-            f"{ {k: int(v) for k, v in r['results_start'].items() if v} }, mean sync {r['sync_mean'] * 1000:.1f} ms, "
+            f"{ {k: int(v) for k, v in r['results_start'].items() if v} }, "
+            f"mean sync {r['sync_mean'] * 1000:.1f} ms, "
             f"open streams {r['streams']}, reconciles restart={r['reconciles_restart']:.0f}, "
             f"RSS after restart {r['rss_restart']:.0f} MiB"
         )

@@ -1,50 +1,523 @@
 """`make demo`: the whole product on the local control plane, start to finish.
 
-Stage one of the demo (the foundation issue): start the real control plane, show that it is
-ready, list namespaces, and tear it down. Later stages add the dev server, the operator and a
-live secret update.
+1. start a real control plane (etcd, kube-apiserver, kube-controller-manager);
+2. start the dev server (the reference secrets service) seeded with examples/demo-seed.yaml, its
+   Kubernetes-auth identity pointed at that control plane (a real TokenReview);
+3. `helm install` the chart with 0 replicas (no kubelet here to run pods): CRDs, ServiceAccount,
+   RBAC exactly as a real install creates them;
+4. run the operator as a process, authenticated with the chart's ServiceAccount token;
+5. apply examples/*.yaml, wait for every SecretSync, print the Secrets and `kubectl get`;
+6. change secrets at the service and time their arrival through the event stream;
+7. check that no secret value reached the operator log, Events or custom resources; tear down.
+
+`make demo-down` (``--down``) stops whatever an interrupted run left, from the state in .demo/.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
 import sys
+import threading
 import time
+import urllib.error
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from secretferry.devcluster import cluster
+from secretferry.devcluster.cluster import ControlPlane
+from secretferry.devcluster.operator_process import OperatorProcess
+from secretferry.devserver.testing import DevServer, free_port
 
-DEMO_DIR = Path(".demo")
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+CHART = REPO / "charts" / "secretferry"
+DEMO_DIR = REPO / ".demo"
+STATE = DEMO_DIR / "state.json"
+
+RELEASE = "secretferry"
+OPERATOR_NAMESPACE = "secretferry-system"
+OPERATOR_SA = "secretferry"  # the chart's fullname for release "secretferry"
+PROJECT_ID = "5ec7f000-0000-4000-8000-0000000000a1"  # project "shop" in examples/demo-seed.yaml
+K8S_IDENTITY_ID = "5ec7f000-0000-4000-8000-0000000000b1"
+
+# Applied in this order; the namespaces first, identities before the SecretSyncs that use them.
+EXAMPLE_FILES = (
+    "namespaces.yaml",
+    "machineidentity.yaml",
+    "secretsync.yaml",
+    "secretsync-template-tls.yaml",
+    "clustermachineidentity.yaml",
+    "universal-auth.yaml",
+)
+# (namespace, name) -> the Ready reason the demo expects.
+EXPECTED = {
+    ("demo", "shop-config"): "Synced",
+    ("demo", "web-tls"): "Synced",
+    ("demo", "shop-frontend-prod"): "Synced",
+    ("team-a", "payments"): "Synced",
+    ("team-b", "payments"): "Synced",
+    ("sandbox", "payments"): "IdentityNotAllowed",
+}
+
+T0 = time.monotonic()
 
 
 def step(text: str) -> None:
-    print(f"\n==> {text}", flush=True)
+    print(f"\n==> [{time.monotonic() - T0:5.1f}s] {text}", flush=True)
+
+
+def info(text: str = "") -> None:
+    print(f"    {text}" if text else "", flush=True)
+
+
+def block(text: str) -> None:
+    for line in text.rstrip("\n").splitlines():
+        print(f"    {line}")
+    sys.stdout.flush()
+
+
+# --- state: what an interrupted run leaves, for `make demo-down` ------------------------------
+def save_state(**pids: int) -> None:
+    state = load_state()
+    state.update(pids)
+    STATE.write_text(json.dumps(state))
+
+
+def load_state() -> dict[str, int]:
+    try:
+        data: dict[str, int] = json.loads(STATE.read_text())
+        return data
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _stop_pid(pid: int, marker: str) -> bool:
+    """SIGTERM (then SIGKILL) a process we started, after checking that the pid is still ours."""
+    if marker not in _cmdline(pid):
+        return False  # gone, or the pid was reused by something else: leave it alone
+    group = os.getpgid(pid) == pid  # the operator runs in a session of its own
+    kill = os.killpg if group else os.kill
+    with contextlib.suppress(ProcessLookupError):
+        kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and marker in _cmdline(pid):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    if marker in _cmdline(pid):
+        with contextlib.suppress(ProcessLookupError):
+            kill(pid, signal.SIGKILL)
+    return True
+
+
+def down() -> int:
+    stopped = []
+    state = load_state()
+    if "operator" in state and _stop_pid(state["operator"], "secretferry.cli"):
+        stopped.append("operator")
+    if "devserver" in state and _stop_pid(state["devserver"], "secretferry.devserver"):
+        stopped.append("dev server")
+    with contextlib.suppress(FileNotFoundError):  # a run tearing itself down at the same moment
+        if cluster.stop_from_state(DEMO_DIR / "cluster"):
+            stopped.append("control plane")
+    shutil.rmtree(DEMO_DIR, ignore_errors=True)
+    print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    return 0
+
+
+def start_recording_pid(name: str, start: Callable[[], None], process: Callable[[], Any]) -> None:
+    """Run a blocking ``start()`` (spawn, then wait until ready), saving the child's pid the moment
+    it exists, so that `make demo-down` finds it even when the demo dies during the wait."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            start()
+        except BaseException as exc:  # handed to the main thread below
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name=f"start-{name}", daemon=True)
+    thread.start()
+    saved = None
+    while True:
+        proc = process()
+        if proc is not None and proc.pid != saved:
+            save_state(**{name: proc.pid})
+            saved = proc.pid
+        if not thread.is_alive():
+            break
+        thread.join(0.05)
+    if errors:
+        raise errors[0]
+
+
+# --- helpers ------------------------------------------------------------------------------------
+def helm(cp: ControlPlane, *args: str) -> str:
+    env = dict(os.environ)
+    for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+        env[var] = str(DEMO_DIR / "helm" / var.lower())
+    env.pop("KUBECONFIG", None)
+    proc = subprocess.run(
+        [str(cp.bin_dir / "helm"), *args, "--kubeconfig", str(cp.kubeconfig)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
+    return proc.stdout
+
+
+def service_account_kubeconfig(cp: ControlPlane, token: str) -> Path:
+    """A kubeconfig that authenticates as the chart's ServiceAccount, as the in-cluster pod would."""
+    path = DEMO_DIR / "operator-kubeconfig"
+    ca = base64.b64encode(cp.pki.ca_cert.read_bytes()).decode()
+    user = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SA}"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "demo", "cluster": {"server": cp.server, "certificate-authority-data": ca}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "demo", "context": {"cluster": "demo", "user": user}}],
+        "current-context": "demo",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def secret_data(cp: ControlPlane, namespace: str, name: str) -> dict[str, str] | None:
+    """A Secret's decoded data, read straight from the apiserver (no kubectl start-up per poll)."""
+    try:
+        obj = json.loads(cp.get(f"/api/v1/namespaces/{namespace}/secrets/{name}"))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+    return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
+
+
+def ready_reasons(cp: ControlPlane) -> dict[tuple[str, str], tuple[str, str]]:
+    """(namespace, name) -> (Ready status, reason) for every SecretSync."""
+    items = json.loads(cp.get("/apis/secretferry.io/v1alpha1/secretsyncs"))["items"]
+    out = {}
+    for item in items:
+        key = (item["metadata"]["namespace"], item["metadata"]["name"])
+        conds = (item.get("status") or {}).get("conditions") or []
+        ready: dict[str, str] = next((c for c in conds if c.get("type") == "Ready"), {})
+        out[key] = (ready.get("status", ""), ready.get("reason", ""))
+    return out
+
+
+def wait_for(check: Any, *, timeout: float, what: str, interval: float = 0.01) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(interval)
+    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def show_secret(cp: ControlPlane, namespace: str, name: str, *, width: int = 70) -> None:
+    data = secret_data(cp, namespace, name) or {}
+    obj = json.loads(cp.get(f"/api/v1/namespaces/{namespace}/secrets/{name}"))
+    keys = f"{len(data)} key{'s' if len(data) != 1 else ''}"
+    info(f"Secret {namespace}/{name}  type={obj.get('type')}  ({keys}; fake demo values)")
+    for key in sorted(data):
+        value = data[key].replace("\n", "\\n")
+        info(f"  {key:<26} = {value if len(value) <= width else value[: width - 3] + '...'}")
+
+
+def measure_update(
+    cp: ControlPlane, server: DevServer, what: str, key: str, value: str, *, watch_key: str, expect: str
+) -> float:
+    """Write at the service; return ms until the Secret demo/shop-config shows it."""
+    start = time.monotonic()
+    server.set_secret(PROJECT_ID, "dev", "/", key, value)
+
+    def arrived() -> bool:
+        data = secret_data(cp, "demo", "shop-config") or {}
+        return expect in data.get(watch_key, "")
+
+    wait_for(arrived, timeout=30, what=f"{what} to reach the Secret")
+    ms = (time.monotonic() - start) * 1000
+    info(f"{what}: in the Secret after {ms:.0f} ms")
+    return ms
+
+
+def metric_sum(op: OperatorProcess, prefix: str) -> float:
+    """Sum of the samples whose name (and labels) start with ``prefix``."""
+    total = 0.0
+    for line in op.metrics().splitlines():
+        if line.startswith(prefix) and "_created" not in line.split(" ")[0]:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def seed_values() -> list[str]:
+    seed = yaml.safe_load((EXAMPLES / "demo-seed.yaml").read_text())
+    values = [s["value"] for p in seed["projects"] for s in p.get("secrets", [])]
+    return [v for v in values if len(v) >= 8 and "${" not in v]
+
+
+# --- the demo -----------------------------------------------------------------------------------
+def run(*, keep_logs: bool = False) -> int:  # a linear script reads best as one function
+    if load_state() or (DEMO_DIR / "cluster" / "state.json").exists():
+        step("stopping what an interrupted run left behind")
+        down()
+    shutil.rmtree(DEMO_DIR, ignore_errors=True)
+    DEMO_DIR.mkdir(parents=True)
+    STATE.write_text("{}")
+
+    step("starting the local control plane (etcd, kube-apiserver, kube-controller-manager)")
+    cp = cluster.start(DEMO_DIR / "cluster")
+    server: DevServer | None = None
+    op: OperatorProcess | None = None
+    ok = False
+    try:
+        info(f"ready at {cp.server} (kubeconfig: {cp.kubeconfig.relative_to(REPO)})")
+
+        step("starting the dev server (reference secrets service) with examples/demo-seed.yaml")
+        seed = yaml.safe_load((EXAMPLES / "demo-seed.yaml").read_text())
+        reviewer = cp.reviewer_token(expiration_seconds=4 * 3600)
+        for ident in seed["identities"]:
+            if "kubernetesAuth" in ident:  # a real TokenReview against this control plane
+                ident["kubernetesAuth"].update(
+                    kubernetesHost=cp.server, caCert=cp.ca_pem, tokenReviewerJwt=reviewer
+                )
+        data_dir = DEMO_DIR / "devserver"
+        data_dir.mkdir()
+        (data_dir / "seed.yaml").write_text(yaml.safe_dump(seed, sort_keys=False))
+        server = DevServer(
+            seed_path=data_dir / "seed.yaml",
+            data_dir=data_dir,
+            port=free_port(),
+            extra_args=["--heartbeat-seconds", "5"],
+        )
+        start_recording_pid(
+            "devserver",
+            lambda: server.start_with_retries(allow_new_port=True),
+            lambda: getattr(server, "_process", None),
+        )
+        info(f"listening on {server.base_url}; the Kubernetes-auth identity reviews tokens at {cp.server}")
+
+        step(f"helm install {RELEASE} charts/secretferry (CRDs, ServiceAccount, RBAC; 0 replicas)")
+        helm(
+            cp,
+            "install",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            "--create-namespace",
+            "--set",
+            "replicaCount=0",  # no kubelet on this machine: the operator runs as a process below
+            "--set",
+            f"config.defaultHostAPI={server.base_url}",
+        )
+        block(cp.kubectl("get", "crd", "-l", "app.kubernetes.io/part-of=secretferry"))
+        block(
+            cp.kubectl(
+                "get",
+                "serviceaccount,clusterrole,clusterrolebinding,role,rolebinding",
+                "-A",
+                "-l",
+                f"app.kubernetes.io/instance={RELEASE}",
+            )
+        )
+
+        step(f"starting the operator as ServiceAccount {OPERATOR_NAMESPACE}/{OPERATOR_SA}")
+        token = cp.token_for(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=4 * 3600)
+        op = OperatorProcess(
+            kubeconfig=service_account_kubeconfig(cp, token),
+            log_path=DEMO_DIR / "operator.log",
+            env={
+                "SECRETFERRY_NAMESPACE": OPERATOR_NAMESPACE,
+                "SECRETFERRY_DEFAULT_HOST_API": server.base_url,
+                "SECRETFERRY_STREAM_HEARTBEAT_SECONDS": "5",
+                "SECRETFERRY_LOG_FORMAT": "json",
+                "SECRETFERRY_LOG_LEVEL": "INFO",
+            },
+        )
+        start_recording_pid("operator", op.start, lambda: getattr(op, "_proc", None))
+        info(f"live (metrics on :{op.metrics_port}, log: {op.log_path.relative_to(REPO)})")
+
+        step("kubectl apply -f examples/... (Kubernetes and universal auth identities, six SecretSyncs)")
+        applied = time.monotonic()
+        for name in EXAMPLE_FILES:
+            block(cp.kubectl("apply", "-f", str(EXAMPLES / name)))
+
+        step("waiting for every SecretSync to settle")
+
+        def settled() -> dict[tuple[str, str], tuple[str, str]] | None:
+            now = ready_reasons(cp)
+            return now if all(now.get(k, ("", ""))[1] == r for k, r in EXPECTED.items()) else None
+
+        try:
+            wait_for(settled, timeout=60, what="the SecretSyncs", interval=0.1)
+        except RuntimeError:
+            block(cp.kubectl("get", "ssync", "-A", "-o", "wide"))
+            raise
+        info(f"all {len(EXPECTED)} settled {(time.monotonic() - applied) * 1000:.0f} ms after kubectl apply")
+
+        step("kubectl get ssync,mid -A   and   kubectl get cmid")
+        block(cp.kubectl("get", "ssync,mid", "-A"))
+        info()
+        block(cp.kubectl("get", "cmid"))
+        info()
+        block(
+            cp.kubectl(
+                "get",
+                "ssync",
+                "-n",
+                "sandbox",
+                "payments",
+                "-o",
+                "jsonpath={.status.conditions[0].reason}: {.status.conditions[0].message}",
+            )
+        )
+
+        step("the synced Secrets")
+        show_secret(cp, "demo", "shop-config")
+        info()
+        show_secret(cp, "demo", "web-tls", width=50)
+        info()
+        show_secret(cp, "demo", "shop-frontend-prod")
+        info()
+        show_secret(cp, "team-b", "payments")
+        status = json.loads(cp.kubectl("get", "ssync", "-n", "demo", "shop-config", "-o", "json"))["status"]
+        info()
+        info(
+            f"shop-config status: updateMode={status.get('updateMode')} ({status.get('updateModeReason')}), "
+            f"syncedKeys={status.get('syncedKeys')}, dataHMAC={str(status.get('dataHMAC'))[:22]}..."
+        )
+
+        step("changing secrets at the service; the event stream brings them in")
+        wait_for(
+            lambda: (
+                json.loads(cp.kubectl("get", "ssync", "-n", "demo", "shop-config", "-o", "json"))
+                .get("status", {})
+                .get("updateMode")
+                == "Streaming"
+            ),
+            timeout=30,
+            what="shop-config to stream",
+            interval=0.2,
+        )
+        delays = [
+            measure_update(
+                cp,
+                server,
+                "update DB_PASSWORD (and the DATABASE_URL that references it)",
+                "DB_PASSWORD",
+                "fake-rotated-password-2",
+                watch_key="DATABASE_URL",
+                expect="fake-rotated-password-2",
+            ),
+            measure_update(
+                cp, server, "create DB_POOL_SIZE", "DB_POOL_SIZE", "20", watch_key="DB_POOL_SIZE", expect="20"
+            ),
+            measure_update(
+                cp,
+                server,
+                "update DB_HOST",
+                "DB_HOST",
+                "db2.dev.example",
+                watch_key="DB_HOST",
+                expect="db2.dev.example",
+            ),
+        ]
+        info(f"stream delay: min {min(delays):.0f} ms, max {max(delays):.0f} ms")
+        show_secret(cp, "demo", "shop-config")
+
+        step("a write at the service that changes nothing: no Secret write, so no rollout")
+        writes_before = metric_sum(op, "secretferry_target_writes_total")
+        unchanged_before = metric_sum(op, 'secretferry_syncs_total{result="unchanged"}')
+        server.set_secret(PROJECT_ID, "dev", "/", "DB_USER", "shop_app")  # the same value again
+        wait_for(
+            lambda: metric_sum(op, 'secretferry_syncs_total{result="unchanged"}') > unchanged_before,
+            timeout=10,
+            what="the no-op event to be handled",
+            interval=0.05,
+        )
+        time.sleep(0.5)
+        info(
+            f"event handled, data compared: Secret writes before {writes_before:.0f}, "
+            f"after {metric_sum(op, 'secretferry_target_writes_total'):.0f}"
+        )
+
+        step("what the service saw, and the operator's own metrics")
+        stats = server.stats()
+        info(
+            f"logins: {stats['logins']} for 3 identities (reused jwts: {stats['reusedJwts']}), "
+            f"list calls: {stats['listSecrets']}, streams opened: {stats['streamsOpened']}, "
+            f"open now: {stats['openStreams']}, events delivered: {stats['eventsDelivered']}"
+        )
+        wanted = (
+            "secretferry_syncs_total",
+            "secretferry_target_writes_total",
+            "secretferry_open_streams",
+            "secretferry_active_scopes",
+            "secretferry_stream_events_total",
+            "secretferry_secretsyncs",
+        )
+        for line in op.metrics().splitlines():
+            if line.startswith(wanted) and "_created" not in line:
+                info(line)
+
+        step("checking that no secret value is in the operator log, Events or custom resources")
+        haystack = op.log_text()
+        for resource in ("events", "secretsyncs", "machineidentities", "clustermachineidentities"):
+            haystack += cp.kubectl("get", resource, "-A", "-o", "json")
+        values = [*seed_values(), "fake-rotated-password-2", "db2.dev.example"]
+        leaked = [v for v in values if v in haystack]
+        if leaked:
+            raise RuntimeError(f"{len(leaked)} secret value(s) found outside Secrets")
+        info(f"none of {len(values)} values found in {len(haystack) // 1024} KiB of logs, Events and status")
+        ok = True
+    finally:
+        step("tearing down (operator, dev server, control plane)")
+        if op is not None:
+            op.stop()
+        if server is not None:
+            server.close()
+        cp.stop()
+        if ok and not keep_logs:
+            shutil.rmtree(DEMO_DIR, ignore_errors=True)
+        else:
+            STATE.unlink(missing_ok=True)
+            info(f"logs kept under {DEMO_DIR.relative_to(REPO)}/: operator.log, devserver/, cluster/logs/")
+    print(f"\ndemo finished in {time.monotonic() - T0:.1f} s")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make demo")
     parser.add_argument("--down", action="store_true", help="stop what an interrupted demo left running")
+    parser.add_argument("--keep-logs", action="store_true", help="keep .demo/ (logs) after a successful run")
     args = parser.parse_args(argv)
-    workdir = DEMO_DIR.resolve() / "cluster"
     if args.down:
-        stopped = cluster.stop_from_state(workdir)
-        print("demo stopped" if stopped else "nothing to stop")
-        return 0
-    cluster.stop_from_state(workdir)  # a previous interrupted run
-    step("starting the local control plane (etcd, kube-apiserver, kube-controller-manager)")
-    t0 = time.monotonic()
-    cp = cluster.start(workdir)
-    try:
-        print(f"ready in {time.monotonic() - t0:.1f} s at {cp.server}")
-        step("kubectl get --raw /readyz")
-        print(cp.kubectl("get", "--raw", "/readyz"))
-        step("kubectl get namespaces")
-        print(cp.kubectl("get", "namespaces"))
-    finally:
-        step("tearing down")
-        cp.stop()
-    print("demo finished")
-    return 0
+        return down()
+    return run(keep_logs=args.keep_logs)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,10 @@ class OperatorProcess:
             time.sleep(0.2)
         raise RuntimeError(f"the operator did not become live in {wait_seconds:.0f} s:\n{self.log_tail()}")
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
             text: str = r.read().decode()

@@ -80,6 +80,10 @@ class DevServer:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         self._wait_ready()
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None and self._process.poll() is None else None
+
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         while time.monotonic() < deadline:

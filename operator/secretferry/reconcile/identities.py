@@ -11,6 +11,7 @@ ClusterMachineIdentity serves the namespaces its ``allowedNamespaces`` admits.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import time
@@ -65,7 +66,11 @@ class IdentityEntry:
     invalid: str | None = None
     session: auth.AuthSession | None = None
     reported: tuple[str, str, str] | None = None  # (status, reason, lastLoginTime) last written
-    last_error: tuple[str, str] | None = None
+    building: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held while the session is built: building awaits Secrets, and two SecretSyncs arriving at
+    once must not each build (and log in with) a session of their own."""
+    counted: tuple[int, int] = (0, 0)
+    """(logins, login failures) of ``session`` already added to the metrics."""
 
 
 @dataclass
@@ -107,6 +112,10 @@ class IdentityRegistry:
         """Record an identity; a new generation drops the old session (credentials may differ)."""
         meta = body.get("metadata", {})
         key: IdentityKey = (kind, meta.get("namespace") or "", meta["name"])
+        previous = self._entries.get(key)
+        uid, generation = meta.get("uid", ""), meta.get("generation")
+        if previous is not None and previous.uid == uid and previous.generation == generation:
+            return previous  # a status-only change (often our own patch echoing back): keep the session
         cls = identity_models.ClusterMachineIdentity if kind == CLUSTER else identity_models.MachineIdentity
         model: identity_models.MachineIdentity | None
         invalid: str | None = None
@@ -114,16 +123,7 @@ class IdentityRegistry:
             model = cls.from_body(body)
         except pydantic.ValidationError as exc:
             model, invalid = None, model_errors.describe_validation_error(exc)
-        previous = self._entries.get(key)
-        entry = IdentityEntry(
-            key=key, uid=meta.get("uid", ""), generation=meta.get("generation"), model=model, invalid=invalid
-        )
-        if previous is not None and previous.uid == entry.uid and previous.generation == entry.generation:
-            entry.session, entry.reported, entry.last_error = (
-                previous.session,
-                previous.reported,
-                previous.last_error,
-            )
+        entry = IdentityEntry(key=key, uid=uid, generation=generation, model=model, invalid=invalid)
         self._entries[key] = entry
         return entry
 
@@ -178,16 +178,22 @@ class IdentityRegistry:
         """The shared login session of ``entry``, built on first use."""
         if entry.session is not None:
             return entry.session
-        assert entry.model is not None
-        spec = entry.model.spec
-        host = spec.host_api or self._settings.default_host_api
-        ca_pem = await self._ca_bundle(entry, spec)
-        client = self._pool.get(host, ca_pem)
-        credentials = await self._credentials(entry, spec.auth)
-        entry.session = auth.AuthSession(
-            client, credentials, renew_margin_fraction=self._settings.token_renew_margin_fraction
-        )
-        return entry.session
+        async with entry.building:
+            if entry.session is not None:
+                return entry.session
+            assert entry.model is not None
+            spec = entry.model.spec
+            host = spec.host_api or self._settings.default_host_api
+            ca_pem = await self._ca_bundle(entry, spec)
+            client = self._pool.get(host, ca_pem)
+            credentials = await self._credentials(entry, spec.auth)
+            entry.session = auth.AuthSession(
+                client,
+                credentials,
+                name=key_str(entry.key),
+                renew_margin_fraction=self._settings.token_renew_margin_fraction,
+            )
+            return entry.session
 
     def _ref_namespace(self, entry: IdentityEntry, ref: object) -> str:
         """References of a namespaced identity live in its namespace; cluster ones name theirs."""

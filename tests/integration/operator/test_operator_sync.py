@@ -324,3 +324,57 @@ def test_isolation(
     finally:
         control_plane.kubectl("delete", "clustermachineidentity", f"only-{other}", check=False)
         control_plane.kubectl("delete", "namespace", other, "--wait=false", check=False)
+
+
+def test_one_login_serves_every_secretsync_of_an_identity(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    """Universal auth end to end, and the shared session: 20 SecretSyncs arriving at once, 1 login."""
+    path = f"/{namespace}"
+    service.set_secret(PROJECT_ID, "dev", path, "K", "shared-login-value-1")
+    control_plane.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "uni-creds",
+        "-n",
+        namespace,
+        "--from-literal=clientSecret=test-client-secret",
+    )
+    route = "POST /api/v1/auth/universal-auth/login"
+    before = service.stats()["routes"].get(route, 0)
+    control_plane.apply(
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "MachineIdentity",
+            "metadata": {"name": "uni", "namespace": namespace},
+            "spec": {
+                "auth": {
+                    "universal": {
+                        "clientId": "test-client",
+                        "clientSecretRef": {"name": "uni-creds", "key": "clientSecret"},
+                    }
+                }
+            },
+        }
+    )
+    items = [
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "SecretSync",
+            "metadata": {"name": f"s{i:02d}", "namespace": namespace},
+            "spec": {"identityRef": {"kind": "MachineIdentity", "name": "uni"}, "sources": [source(path)]},
+        }
+        for i in range(20)
+    ]
+    control_plane.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    )
+    for i in range(20):
+        eventually(
+            lambda i=i: secret_data(control_plane, namespace, f"s{i:02d}") == {"K": "shared-login-value-1"},
+            what=f"s{i:02d}",
+        )
+    assert service.stats()["routes"].get(route, 0) - before == 1
+    identity = harness.ready(control_plane, namespace, "uni", kind="machineidentity")
+    assert identity is not None and identity["status"] == "True"

@@ -1,0 +1,332 @@
+"""Issue 5: change-to-Secret latency through the event streams, and the polling fallback.
+
+Real control plane, dev server (default heartbeat) and ``secretferry run``. 1,000 SecretSyncs on
+one project across 20 scopes (distinct paths in the ``dev`` environment, one ClusterMachineIdentity),
+so 50 SecretSyncs read each scope. Then, one at a time, a secret of a randomly picked scope is
+changed at the dev server; latency = from the admin write returning to the moment a watch on the
+managed Secrets (label selector, from this process) sees the new value — for one randomly picked
+SecretSync of that scope, and for all 50 of them.
+
+Second run, same objects: every SecretSync patched to ``instantUpdates: false`` (refreshInterval 5s),
+i.e. polling, for comparison.
+
+Targets (streaming): p50 < 100 ms, p99 < 1 s, open streams <= 5.
+
+Run: ``.venv/bin/python bench/bench_streams.py [--syncs 1000 --scopes 20 --changes 200 --poll-changes 40]``
+(``--quick``: 200 SecretSyncs, 30 streamed changes, 8 polled ones; under 2 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import time
+from typing import Any
+
+from _common import (
+    MANAGED_SELECTOR,
+    PROJECT_ID,
+    SYNCS_PATH,
+    Api,
+    Env,
+    SyncTracker,
+    cpu_seconds,
+    decode,
+    environment,
+    fmt_ms,
+    fmt_s,
+    load,
+    log,
+    metric,
+    op_pid,
+    percentile,
+    safe_metrics,
+    secret_sync_body,
+    table,
+)
+
+NAMESPACE = "bench-streams"
+KEY = "VALUE"
+
+
+def scope_path(j: int) -> str:
+    return f"/streams/s{j:02d}"
+
+
+class SecretWatcher:
+    """When each (Secret name, value of KEY) was first seen by our watch."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str], float] = {}
+        self._waiters: dict[tuple[str, str], asyncio.Event] = {}
+        self.synced = asyncio.Event()
+
+    def handle(self, typ: str, obj: dict[str, Any]) -> None:
+        if typ == "DELETED":
+            return
+        name = (obj.get("metadata") or {}).get("name", "")
+        value = decode(obj, KEY)
+        if value is None or (name, value) in self.seen:
+            return
+        self.seen[(name, value)] = time.monotonic()
+        waiter = self._waiters.pop((name, value), None)
+        if waiter is not None:
+            waiter.set()
+
+    async def wait(self, name: str, value: str, limit_s: float) -> float | None:
+        if (name, value) not in self.seen:
+            event = self._waiters.setdefault((name, value), asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), limit_s)
+        return self.seen.get((name, value))
+
+
+async def run_changes(
+    env: Env,
+    watcher: SecretWatcher,
+    by_scope: dict[int, list[str]],
+    count: int,
+    *,
+    mode: str,
+    args: argparse.Namespace,
+    rng: random.Random,
+) -> dict[str, Any]:
+    op = env.operators[-1]
+    pid = op_pid(op)
+    env.service.reset_stats()
+    m0 = safe_metrics(op)
+    cpu0, w0 = cpu_seconds(pid), time.monotonic()
+    load0 = load()
+    one: list[float] = []
+    one_from_call: list[float] = []
+    everyone: list[float] = []
+    timeouts = consecutive = 0
+    aborted = False
+    for i in range(count):
+        if consecutive >= 3:
+            aborted = True
+            log(f"{mode}: 3 changes in a row never arrived; giving up on this run")
+            break
+        j = rng.randrange(len(by_scope))
+        names = by_scope[j]
+        measured = rng.choice(names)
+        value = f"{mode}-{i}-{rng.getrandbits(32):08x}"
+
+        def write(j: int = j, value: str = value) -> tuple[float, float]:
+            before = time.monotonic()
+            env.service.set_secret(PROJECT_ID, "dev", scope_path(j), KEY, value)
+            return before, time.monotonic()
+
+        before, written = await asyncio.to_thread(write)
+        seen = await watcher.wait(measured, value, args.change_timeout)
+        if seen is None:
+            timeouts += 1
+            consecutive += 1
+            log(f"{mode} change {i}: {measured} did not get the value in {args.change_timeout} s")
+            continue
+        consecutive = 0
+        one.append(seen - written)
+        one_from_call.append(seen - before)
+        all_seen = await asyncio.gather(*(watcher.wait(n, value, args.change_timeout) for n in names))
+        if all(t is not None for t in all_seen):
+            everyone.append(max(t for t in all_seen if t is not None) - written)
+        else:
+            timeouts += 1
+        await asyncio.sleep(args.gap)
+    w1 = time.monotonic()
+    m1 = safe_metrics(op)
+    stats = env.service.stats()
+    return {
+        "mode": mode,
+        "changes": count,
+        "one": one,
+        "one_from_call": one_from_call,
+        "all": everyone,
+        "timeouts": timeouts,
+        "aborted": aborted,
+        "open_streams": stats["openStreams"],
+        "streams_opened": stats["streamsOpened"],
+        "lists": stats["listSecrets"],
+        "logins": stats["logins"],
+        "events_delivered": stats.get("eventsDelivered"),
+        "reconciles": metric(m1, "secretferry_syncs_total") - metric(m0, "secretferry_syncs_total"),
+        "writes": metric(m1, "secretferry_target_writes_total")
+        - metric(m0, "secretferry_target_writes_total"),
+        "stream_events": metric(m1, "secretferry_stream_events_total")
+        - metric(m0, "secretferry_stream_events_total"),
+        "cpu_pct": 100 * (cpu_seconds(pid) - cpu0) / (w1 - w0),
+        "seconds": w1 - w0,
+        "load": f"{load0} → {load()}",
+    }
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    rng = random.Random(args.seed)
+    secrets = [
+        {"environment": "dev", "path": scope_path(j), "key": KEY, "value": "v0"} for j in range(args.scopes)
+    ]
+    secrets += [
+        {"environment": "dev", "path": scope_path(j), "key": f"STATIC_{k}", "value": f"static-{j}-{k}"}
+        for j in range(args.scopes)
+        for k in range(3)
+    ]
+    results: list[dict[str, Any]] = []
+    startup: dict[str, Any] = {}
+    with environment(secrets=secrets, keep=args.keep) as env:
+        api = Api(env.cp)
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+            by_scope: dict[int, list[str]] = {j: [] for j in range(args.scopes)}
+            bodies = []
+            for i in range(args.syncs):
+                j = i % args.scopes
+                name = f"s{j:02d}-{i // args.scopes:03d}"
+                by_scope[j].append(name)
+                bodies.append(secret_sync_body(NAMESPACE, name, path=scope_path(j), refresh="5s"))
+            await api.gather_limited([lambda b=b: api.create(b) for b in bodies])
+            log(f"created {args.syncs} SecretSyncs over {args.scopes} scopes")
+            tracker, watcher = SyncTracker(), SecretWatcher()
+            tasks.append(asyncio.create_task(api.watch(SYNCS_PATH, tracker.handle, tracker.synced)))
+            secrets_path = f"/api/v1/namespaces/{NAMESPACE}/secrets"
+            tasks.append(
+                asyncio.create_task(
+                    api.watch(secrets_path, watcher.handle, watcher.synced, label_selector=MANAGED_SELECTOR)
+                )
+            )
+            await tracker.synced.wait()
+            await watcher.synced.wait()
+
+            t0 = time.monotonic()
+            await asyncio.to_thread(env.start_operator, "op-streams")
+            ok = await tracker.wait_until(lambda: len(tracker.ready) >= args.syncs, args.timeout)
+            startup["ready"] = max(tracker.first_ready.values()) - t0 if ok else None
+            ok = await tracker.wait_until(
+                lambda: sum(1 for m in tracker.mode.values() if m == "Streaming") >= args.syncs, args.timeout
+            )
+            startup["streaming"] = time.monotonic() - t0 if ok else None
+            log(
+                f"all Ready after {fmt_s(startup['ready'])}, "
+                f"all Streaming after {fmt_s(startup['streaming'])}"
+            )
+            await asyncio.sleep(2.0)  # let the start-up tail (status patches) drain
+            results.append(
+                await run_changes(env, watcher, by_scope, args.changes, mode="streaming", args=args, rng=rng)
+            )
+            log(f"streaming: p50 {fmt_ms(percentile(results[-1]['one'], 50))}")
+
+            if args.poll_changes > 0:
+                await api.gather_limited(
+                    [
+                        lambda n=n: api.merge_patch_sync(NAMESPACE, n, {"spec": {"instantUpdates": False}})
+                        for names in by_scope.values()
+                        for n in names
+                    ]
+                )
+                t1 = time.monotonic()
+                ok = await tracker.wait_until(
+                    lambda: sum(1 for m in tracker.mode.values() if m == "Polling") >= args.syncs,
+                    args.timeout,
+                )
+                startup["polling_switch"] = time.monotonic() - t1 if ok else None
+                await tracker.wait_until(lambda: env.service.stats()["openStreams"] == 0, 30, poll=1.0)
+                await asyncio.sleep(2.0)
+                results.append(
+                    await run_changes(
+                        env, watcher, by_scope, args.poll_changes, mode="polling", args=args, rng=rng
+                    )
+                )
+        finally:
+            for task in tasks:
+                task.cancel()
+            await api.close()
+    report(results, startup, args)
+
+
+def report(results: list[dict[str, Any]], startup: dict[str, Any], args: argparse.Namespace) -> None:
+    headers = [
+        "mode",
+        "changes",
+        "one p50",
+        "p95",
+        "p99",
+        "max",
+        "all-of-scope p50",
+        "p95",
+        "p99",
+        "timeouts",
+        "open streams",
+        "opened",
+        "lists",
+        "logins",
+        "reconciles",
+        "op CPU",
+        "load",
+    ]
+    rows = []
+    for r in results:
+        rows.append(
+            [
+                r["mode"],
+                r["changes"],
+                fmt_ms(percentile(r["one"], 50)),
+                fmt_ms(percentile(r["one"], 95)),
+                fmt_ms(percentile(r["one"], 99)),
+                fmt_ms(max(r["one"], default=float("nan"))),
+                fmt_ms(percentile(r["all"], 50)),
+                fmt_ms(percentile(r["all"], 95)),
+                fmt_ms(percentile(r["all"], 99)),
+                f"{r['timeouts']}{' (ABORTED)' if r['aborted'] else ''}",
+                r["open_streams"],
+                r["streams_opened"],
+                f"{r['lists']} ({r['lists'] / max(1, r['changes']):.1f}/change)",
+                r["logins"],
+                f"{r['reconciles']:.0f} ({r['writes']:.0f} writes)",
+                f"{r['cpu_pct']:.0f}%",
+                r["load"],
+            ]
+        )
+    print()
+    print(
+        f"Issue 5: {args.syncs} SecretSyncs, {args.scopes} scopes, one project; latency = admin write "
+        "returned -> our Secret watch sees the value (2 shared cores)"
+    )
+    print("targets (streaming): p50 < 100 ms, p99 < 1 s, open streams <= 5")
+    print(
+        f"start-up: all Ready {fmt_s(startup.get('ready'))}, all Streaming {fmt_s(startup.get('streaming'))}"
+        + (
+            f"; switch to polling (patch of all) {fmt_s(startup.get('polling_switch'))}"
+            if "polling_switch" in startup
+            else ""
+        )
+    )
+    print(table(headers, rows))
+    for r in results:
+        print(
+            f"  {r['mode']}: from the admin call START p50 {fmt_ms(percentile(r['one_from_call'], 50))}; "
+            f"stream events {r['stream_events']:.0f}; run took {r['seconds']:.0f} s"
+        )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--syncs", type=int, default=1000)
+    p.add_argument("--scopes", type=int, default=20)
+    p.add_argument("--changes", type=int, default=200, help="streamed changes")
+    p.add_argument("--poll-changes", type=int, default=40, help="changes in polling mode (0: skip)")
+    p.add_argument("--gap", type=float, default=0.2, help="pause between changes, s")
+    p.add_argument("--change-timeout", type=float, default=30.0)
+    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--seed", type=int, default=5)
+    p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    p.add_argument("--quick", action="store_true", help="200 SecretSyncs, 30 + 8 changes (< 2 min)")
+    args = p.parse_args()
+    if args.quick:
+        args.syncs, args.changes, args.poll_changes = 200, 30, 8
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()
