@@ -324,7 +324,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="200 SecretSyncs, 30 + 8 changes (< 2 min)")
     args = p.parse_args()
     if args.quick:
-        args.syncs, args.changes, args.poll_changes = 200, 30, 8
+        args.syncs, args.changes, args.poll_changes, args.change_timeout = 200, 30, 8, 15.0
     asyncio.run(main_async(args))
 
 

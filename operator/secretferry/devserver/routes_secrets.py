@@ -54,6 +54,8 @@ async def list_secrets(request: Request, caller: CallerDep, state: StateDep) -> 
     environment = params.get("environment")
     if not project_id or not environment:
         raise BadRequest("Missing project id or environment")
+    # Per-scope counts, so a test can count its own scope's list calls on a shared server.
+    state.stats.scopes[f"{environment}:{params.get('secretPath') or '/'}"] += 1
     query = listing.ListQuery(
         project_id=project_id,
         environment=environment,

@@ -21,17 +21,20 @@ class Stats:
         self.routes: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
         self.counters: Counter[str] = Counter()
+        self.scopes: Counter[str] = Counter()  # list calls by "environment:secretPath"
 
     def reset(self) -> None:
         self.routes.clear()
         self.statuses.clear()
         self.counters.clear()
+        self.scopes.clear()
 
     def snapshot(self, *, open_streams: int, events_delivered: int) -> dict[str, Any]:
         return {
             "routes": dict(self.routes),
             "statuses": dict(self.statuses),
             "listSecrets": self.routes[LIST_SECRETS],
+            "listSecretsByScope": dict(self.scopes),
             "logins": sum(self.routes[r] for r in LOGIN_ROUTES),
             "loginFailures": self.counters["loginFailures"],
             "reusedJwts": self.counters["reusedJwts"],

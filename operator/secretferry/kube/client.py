@@ -183,6 +183,12 @@ async def connect(
         raise errors.NotConfigured(0, "NotConfigured", f"no usable Kubernetes configuration: {exc}") from exc
     api = k8s_client.ApiClient(configuration=configuration)
     api.user_agent = "secretferry"
+    # kubernetes_asyncio's aiohttp session trusts proxy environment variables, which makes every
+    # request look up proxies in a thread (measured: a large share of write CPU at 10,000 objects).
+    # The apiserver is reached directly; HTTPS_PROXY for it is not supported.
+    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False
     return Kube(api, request_timeout_seconds=request_timeout_seconds)
 
 

@@ -79,6 +79,7 @@ class Controller:
             on_resync=self._on_resync,
             on_mode=self._on_mode,
             heartbeat_seconds=settings.stream_heartbeat_seconds,
+            debounce_seconds=settings.event_debounce_seconds,
             watchdog_heartbeats=settings.stream_watchdog_heartbeats,
             retry_after_refusal_seconds=settings.stream_retry_after_refusal_seconds,
             backoff_initial=settings.backoff_initial_seconds,
@@ -164,13 +165,36 @@ class Controller:
                 self._repair(tkey)
                 continue
             seen.add(tkey)
-            self.targets.objects[tkey] = obj
-            if not self.targets.is_echo(tkey, meta.get("resourceVersion")):
+            echo = self.targets.is_echo(tkey, obj)
+            self.targets.remember(tkey, obj)
+            if not echo:
                 self._repair(tkey, labels_of=meta.get("labels") or {})
 
     def _targets_synced_once(self, path: str, namespace: str | None) -> None:
         self._synced_sources.add((path, namespace))
         self._sources_synced.set()
+
+    async def _list_identities(self) -> None:
+        """Read every identity before the first reconcile. kopf delivers them too, but later: a
+        SecretSync reconciled first would report IdentityNotFound, post a Warning and back off."""
+        base = f"/apis/{models_base.GROUP}/{models_base.VERSION}"
+        paths = [(ident_mod.CLUSTER, f"{base}/clustermachineidentities")]
+        namespaces = self.settings.watched_namespaces()
+        paths += [(ident_mod.MACHINE, f"{base}/namespaces/{ns}/machineidentities") for ns in namespaces] or [
+            (ident_mod.MACHINE, f"{base}/machineidentities")
+        ]
+        for kind, path in paths:
+            for attempt in range(10):  # "storage is (re)initializing" right after a CRD install
+                try:
+                    listing = await self.kube.request("GET", path)
+                    break
+                except kube_errors.KubeError as exc:
+                    log.warning("listing identities (%s), attempt %d: %s", path, attempt + 1, exc)
+                    await asyncio.sleep(min(0.5 * 2**attempt, 5.0))
+            else:
+                continue  # kopf's watch will still bring them
+            for body in listing.get("items") or []:
+                self.identities.upsert(kind, body)
 
     async def _start_workers_when_ready(self, expected: int) -> None:
         """Workers start once the target cache is complete: otherwise every existing Secret
@@ -178,6 +202,7 @@ class Controller:
         while len(self._synced_sources) < expected:
             self._sources_synced.clear()
             await self._sources_synced.wait()
+        await self._list_identities()
         self._targets_ready.set()
         self.queue.start()
 
@@ -329,13 +354,16 @@ class Controller:
         now = self.clock()
         if reason == "reconnect":
             metrics.RESYNCS_AFTER_RECONNECT.inc(len(scopes))
+        # An event is news for these scopes: live. A (re)connect resync is a safety net over every
+        # scope of the stream: backlog, so it never delays a new SecretSync.
+        live = reason != "reconnect"
         for scope in scopes:
             st = self.scopes.get(scope)
             if st is None:
                 continue
             st.fresh_after = now
             for key in st.keys:
-                self.queue.enqueue(key, live=True)
+                self.queue.enqueue(key, live=live)
 
     def _on_mode(self, scope: scope_mod.Scope, mode: str, reason: str) -> None:
         st = self.scopes.get(scope)
@@ -366,7 +394,7 @@ class Controller:
             return  # a standby replica only keeps its registry current
         for key, e in self.syncs.items():
             if e.model is not None and _uses(e.model, kind, meta.get("namespace"), meta.get("name", "")):
-                self.queue.enqueue(key, live=True)
+                self.queue.enqueue(key, live=False)  # possibly thousands: behind user changes
 
     def _spawn_identity_check(self, entry: ident_mod.IdentityEntry) -> None:
         task = asyncio.create_task(self._check_identity(entry))

@@ -75,6 +75,7 @@ class ScopeIndex:
         new or whose wish for a stream changed, and scopes nobody reads any more."""
         new = tuple(dict.fromkeys(scopes))
         old = self._by_key.get(key, ())
+        shorter = refresh_seconds < self._intervals.get(key, float("inf"))
         self._intervals[key] = refresh_seconds
         self._instant[key] = instant
         added: set[scope_mod.Scope] = set()
@@ -94,9 +95,17 @@ class ScopeIndex:
                 added.add(scope)
             found.keys.add(key)
             streamed = any(self._instant.get(k, False) for k in found.keys)
+            left_stream = False
             if streamed != found.streamed:
                 found.streamed = streamed
                 added.add(scope)  # whether it wants a stream changed: the stream plan must follow
+                if not streamed:
+                    found.mode, found.mode_reason = "", ""  # off the stream: polling from now on
+                    left_stream = True
+            if shorter or left_stream:
+                # A shorter refreshInterval (or leaving the stream's relaxed period) takes effect
+                # now, not after the longer period already scheduled.
+                found.next_due = min(found.next_due, now + self._jittered(refresh_seconds))
         self._by_key[key] = new
         return added, removed
 
@@ -141,7 +150,7 @@ class ScopeIndex:
         """Resync period: relaxed while the scope's stream is healthy, else the shortest asked for."""
         state = self._scopes[scope]
         polling = min((self._intervals.get(k, 300.0) for k in state.keys), default=300.0)
-        if state.mode == reasons.STREAMING:
+        if state.streamed and state.mode == reasons.STREAMING:
             return max(polling, streaming_seconds)
         return polling
 
@@ -185,6 +194,28 @@ class TargetCache:
             if self.owners.get(target) == owner:
                 del self.owners[target]
 
-    def is_echo(self, key: TargetKey, resource_version: str | None) -> bool:
-        """A watch event of our own write: nothing to repair."""
-        return resource_version is not None and self.written_versions.get(key) == resource_version
+    expected: dict[TargetKey, int] = field(default_factory=dict)
+    """Fingerprint of the data a write in flight will leave (process-internal, never shown)."""
+
+    def remember(self, key: TargetKey, obj: dict[str, Any]) -> None:
+        """Cache an object without ``managedFields``: nothing reads them, and at 10,000 Secrets
+        they are tens of MiB."""
+        obj.get("metadata", {}).pop("managedFields", None)
+        self.objects[key] = obj
+
+    def expect(self, key: TargetKey, data: Mapping[str, str]) -> None:
+        self.expected[key] = fingerprint(data)
+
+    def is_echo(self, key: TargetKey, obj: Mapping[str, Any]) -> bool:
+        """A watch event of our own write: nothing to repair. Matched by resourceVersion once the
+        write has returned, and by the data written while it is still in flight (the watch event
+        often arrives first)."""
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version is not None and self.written_versions.get(key) == version:
+            return True
+        expected = self.expected.get(key)
+        return expected is not None and expected == fingerprint(obj.get("data") or {})
+
+
+def fingerprint(data: Mapping[str, str]) -> int:
+    return hash(frozenset(data.items()))

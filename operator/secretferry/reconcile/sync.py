@@ -265,6 +265,8 @@ async def _write(
         manifest.setdefault("data", {}).update({k: actual["data"][k] for k in retained})
     remove = drift.keys_to_remove(want, actual, previously)
     what = f"{want.kind} {want.namespace}/{want.name}"
+    if not remove:
+        deps.targets.expect(tkey, manifest["data"])
     try:
         if why == drift.TYPE_CHANGED:
             await objects.delete(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name)
@@ -274,13 +276,15 @@ async def _write(
                 deps.kube, kind=want.kind, namespace=want.namespace, name=want.name, keys=sorted(remove)
             )
     except kube_errors.KubeError as exc:
+        deps.targets.expected.pop(tkey, None)
         failure = outcomes.from_kube_error(exc, what=f"writing {what}")
         raise _Refused(failure.reason, failure.message, retriable=failure.retriable) from exc
     version = (result.get("metadata") or {}).get("resourceVersion")
     if version:
         deps.targets.written_versions[tkey] = str(version)
+    deps.targets.expected.pop(tkey, None)
     if want.creation_policy != "Merge":
-        deps.targets.objects[tkey] = result
+        deps.targets.remember(tkey, result)
     log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys))
     metrics.WRITES.labels(reason=why).inc()
     return True, keys
@@ -360,7 +364,12 @@ async def report(
         log.warning("status of SecretSync %s/%s not written: %s", *entry.key, exc)
         return
     entry.status = new
-    if conditions.transitioned(before.get("conditions") or [], new["conditions"], reasons.READY):
+    # Events on flips only: a first success is visible in status, and 10,000 "Synced" Events at
+    # start-up would double the writes; a first failure is worth an Event.
+    first = conditions.find(before.get("conditions") or [], reasons.READY) is None
+    if (not first or not ok) and conditions.transitioned(
+        before.get("conditions") or [], new["conditions"], reasons.READY
+    ):
         await kube_events.post(
             deps.kube,
             regarding=regarding(entry),

@@ -146,3 +146,28 @@ def test_twenty_scopes_never_need_a_sixth_stream(
         what="a change on a merged registration",
         timeout=15,
     )
+
+
+def test_turning_instant_updates_off_falls_back_to_the_refresh_interval(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    path = f"/{namespace}"
+    service.set_secret(PROJECT_ID, "dev", path, "K", "toggle-value-1")
+    harness.kubernetes_identity(control_plane, namespace)
+    harness.secret_sync(control_plane, namespace, "app", sources=[source(path)], refreshInterval="2s")
+    eventually(lambda: _streaming(control_plane, namespace), what="updateMode Streaming")
+    harness.secret_sync(
+        control_plane, namespace, "app", sources=[source(path)], refreshInterval="2s", instantUpdates=False
+    )
+
+    def polling() -> bool:
+        status = (harness.get(control_plane, "secretsync", "app", namespace) or {}).get("status") or {}
+        return status.get("updateMode") == "Polling" and status.get("observedGeneration") == 2
+
+    eventually(polling, what="updateMode Polling after instantUpdates: false")
+    service.set_secret(PROJECT_ID, "dev", path, "K", "toggle-value-2")
+    eventually(
+        lambda: secret_data(control_plane, namespace, "app") == {"K": "toggle-value-2"},
+        what="the change by polling every 2 s (not after the 1 h streaming safety net)",
+        timeout=15,
+    )

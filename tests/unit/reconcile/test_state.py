@@ -69,3 +69,21 @@ def test_target_ownership_index() -> None:
     assert cache.owners == {("Secret", "ns", "b"): ("ns", "s2")}
     cache.release(("ns", "s2"))
     assert cache.owners == {} and cache.owned == {}
+
+
+def test_leaving_the_stream_or_a_shorter_interval_takes_effect_now() -> None:
+    idx = ScopeIndex(jitter_fraction=0.0, rng=random.Random(3))
+    a = scope("/a")
+    idx.bind(("ns", "s1"), [a], instant=True, refresh_seconds=600, now=0)
+    state = idx.get(a)
+    assert state is not None
+    state.mode = reasons.STREAMING
+    assert idx.due(600, streaming_seconds=3600) == [a]
+    assert state.next_due == 600 + 3600  # relaxed while streaming
+    idx.bind(("ns", "s1"), [a], instant=False, refresh_seconds=600, now=700)
+    assert state.next_due == 700 + 600  # off the stream: the polling interval, from now
+    assert idx.interval(a, streaming_seconds=3600) == 600
+    idx.bind(("ns", "s1"), [a], instant=False, refresh_seconds=5, now=710)
+    assert state.next_due == 715
+    idx.bind(("ns", "s1"), [a], instant=False, refresh_seconds=5, now=712)
+    assert state.next_due == 715  # an unchanged interval does not move it
