@@ -40,6 +40,23 @@ async def get(kube: Kube, *, kind: Kind, namespace: str, name: str) -> dict[str,
         return None
 
 
+async def create(
+    kube: Kube, manifest: dict[str, Any], *, field_manager: str = FIELD_MANAGER
+) -> dict[str, Any]:
+    """Create ``manifest``; :class:`errors.AlreadyExists` when the name is taken.
+
+    One request where "read, then apply" takes two: the usual case for a new SecretSync is a
+    target that does not exist yet, and at 10,000 of them the saved GET is measurable.
+    """
+    metadata = manifest.get("metadata") or {}
+    return await kube.request(
+        "POST",
+        path(manifest["kind"], metadata["namespace"]),
+        query={"fieldManager": field_manager},
+        body=manifest,
+    )
+
+
 async def apply(
     kube: Kube, manifest: dict[str, Any], *, field_manager: str = FIELD_MANAGER, force: bool
 ) -> dict[str, Any]:

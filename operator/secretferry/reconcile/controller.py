@@ -249,19 +249,14 @@ class Controller:
                 current.force_annotation, current.force_pending = force, force is not None
                 self.queue.enqueue(key, live=True)
             return  # a status-only change, most likely our own patch echoing back
-        model: sync_models.SecretSync | None
-        invalid: str | None = None
-        try:
-            model = sync_models.SecretSync.from_body(body)
-        except pydantic.ValidationError as exc:
-            model, invalid = None, model_errors.describe_validation_error(exc)
         status = dict(body.get("status") or {}) if current is None or current.uid != uid else current.status
         self.syncs[key] = state.SyncEntry(
             key=key,
             uid=uid,
             generation=generation,
-            model=model,
-            invalid=invalid,
+            model=None,
+            invalid=None,
+            body=body,
             status=status,
             force_annotation=force,
             force_pending=current is not None and force != current.force_annotation and force is not None,
@@ -281,6 +276,8 @@ class Controller:
         entry = self.syncs.get(key)
         if entry is None:
             return
+        if entry.body is not None:
+            _parse(entry)
         delay = await sync.reconcile(self.deps, entry)
         if delay is not None and key in self.syncs:
             self.queue.enqueue_after(key, delay)
@@ -393,7 +390,7 @@ class Controller:
         if not self._started:
             return  # a standby replica only keeps its registry current
         for key, e in self.syncs.items():
-            if e.model is not None and _uses(e.model, kind, meta.get("namespace"), meta.get("name", "")):
+            if _uses(e, kind, meta.get("namespace"), meta.get("name", "")):
                 self.queue.enqueue(key, live=False)  # possibly thousands: behind user changes
 
     def _spawn_identity_check(self, entry: ident_mod.IdentityEntry) -> None:
@@ -475,8 +472,26 @@ def _is_ready(status: Mapping[str, Any]) -> bool:
     return cond is not None and cond.get("status") == "True"
 
 
-def _uses(model: sync_models.SecretSync, kind: str, namespace: str | None, name: str) -> bool:
-    ref = model.spec.identity_ref
-    if ref.kind != kind or ref.name != name:
+def _parse(entry: state.SyncEntry) -> None:
+    body, entry.body = entry.body, None
+    assert body is not None
+    try:
+        entry.model = sync_models.SecretSync.from_body(body)
+    except pydantic.ValidationError as exc:
+        entry.invalid = model_errors.describe_validation_error(exc)
+
+
+def _uses(entry: state.SyncEntry, kind: str, namespace: str | None, name: str) -> bool:
+    """Whether the SecretSync names this identity (read from the raw body if not parsed yet)."""
+    ref_kind: str | None
+    ref_name: str | None
+    if entry.model is not None:
+        ref_kind, ref_name = entry.model.spec.identity_ref.kind, entry.model.spec.identity_ref.name
+    elif entry.body is not None:
+        ref = (entry.body.get("spec") or {}).get("identityRef") or {}
+        ref_kind, ref_name = ref.get("kind", ident_mod.MACHINE), ref.get("name")
+    else:
         return False
-    return kind == ident_mod.CLUSTER or model.metadata.namespace == namespace
+    if ref_kind != kind or ref_name != name:
+        return False
+    return kind == ident_mod.CLUSTER or entry.key[0] == namespace

@@ -33,6 +33,9 @@ class SyncEntry:
     """The status as last read or written: the baseline for "does status need a patch?"."""
     force_annotation: str | None = None
     force_pending: bool = False
+    body: Mapping[str, Any] | None = None
+    """The raw object until its first reconcile parses it: parsing 10,000 bodies in the intake
+    would delay a new SecretSync that arrives behind them at start-up."""
     scopes: tuple[scope_mod.Scope, ...] = ()
     failures: int = 0
 

@@ -244,6 +244,11 @@ async def _write(
     """Write the target when it differs; returns (written, keys now synced)."""
     tkey: state.TargetKey = (want.kind, want.namespace, want.name)
     actual = deps.targets.objects.get(tkey)
+    if actual is None and want.creation_policy != "Merge":
+        created = await _create(deps, tkey, want)
+        if created is not None:
+            deps.targets.own(tkey, entry.key)
+            return True, sorted(want.string_data)
     if actual is None:
         try:
             actual = await objects.get(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name)
@@ -288,6 +293,34 @@ async def _write(
     log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys))
     metrics.WRITES.labels(reason=why).inc()
     return True, keys
+
+
+async def _create(
+    deps: Deps, tkey: state.TargetKey, want: desired_mod.DesiredObject
+) -> dict[str, Any] | None:
+    """Create a target the watch cache does not know; None when the name is taken (then the
+    caller reads it and checks who owns it, exactly as for a known one)."""
+    manifest = want.manifest()
+    deps.targets.expect(tkey, manifest["data"])
+    try:
+        result = await objects.create(deps.kube, manifest)
+    except kube_errors.AlreadyExists:
+        deps.targets.expected.pop(tkey, None)
+        return None
+    except kube_errors.KubeError as exc:
+        deps.targets.expected.pop(tkey, None)
+        failure = outcomes.from_kube_error(exc, what=f"creating {want.kind} {want.namespace}/{want.name}")
+        raise _Refused(failure.reason, failure.message, retriable=failure.retriable) from exc
+    version = (result.get("metadata") or {}).get("resourceVersion")
+    if version:
+        deps.targets.written_versions[tkey] = str(version)
+    deps.targets.expected.pop(tkey, None)
+    deps.targets.remember(tkey, result)
+    log.info(
+        "created %s %s/%s: keys %s", want.kind, want.namespace, want.name, ", ".join(sorted(want.string_data))
+    )
+    metrics.WRITES.labels(reason=drift.MISSING).inc()
+    return result
 
 
 def _backoff(deps: Deps, entry: state.SyncEntry, retry_after: float | None = None) -> float:
