@@ -284,15 +284,20 @@ async def _write(
         deps.targets.expected.pop(tkey, None)
         failure = outcomes.from_kube_error(exc, what=f"writing {what}")
         raise _Refused(failure.reason, failure.message, retriable=failure.retriable) from exc
+    _written(deps, tkey, result, cache=want.creation_policy != "Merge")
+    log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys))
+    metrics.WRITES.labels(reason=why).inc()
+    return True, keys
+
+
+def _written(deps: Deps, tkey: state.TargetKey, result: dict[str, Any], *, cache: bool) -> None:
+    """Remember what a write left, so that its watch echo is not mistaken for drift."""
     version = (result.get("metadata") or {}).get("resourceVersion")
     if version:
         deps.targets.written_versions[tkey] = str(version)
     deps.targets.expected.pop(tkey, None)
-    if want.creation_policy != "Merge":
+    if cache:
         deps.targets.remember(tkey, result)
-    log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys))
-    metrics.WRITES.labels(reason=why).inc()
-    return True, keys
 
 
 async def _create(
@@ -311,11 +316,7 @@ async def _create(
         deps.targets.expected.pop(tkey, None)
         failure = outcomes.from_kube_error(exc, what=f"creating {want.kind} {want.namespace}/{want.name}")
         raise _Refused(failure.reason, failure.message, retriable=failure.retriable) from exc
-    version = (result.get("metadata") or {}).get("resourceVersion")
-    if version:
-        deps.targets.written_versions[tkey] = str(version)
-    deps.targets.expected.pop(tkey, None)
-    deps.targets.remember(tkey, result)
+    _written(deps, tkey, result, cache=True)
     log.info(
         "created %s %s/%s: keys %s", want.kind, want.namespace, want.name, ", ".join(sorted(want.string_data))
     )
