@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -31,6 +32,15 @@ from secretferry.devcluster import cluster
 from secretferry.devcluster.operator_process import OperatorProcess
 from secretferry.devserver.testing import DevServer, run_dev_server
 from secretferry.models import labels
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM (a killed `make bench`) unwinds like Ctrl-C, so the control plane, dev server and
+    operator started here are stopped instead of left running."""
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 REPO = Path(__file__).resolve().parents[1]
 ORG_ID = "0f000000-0000-4000-8000-000000000001"
