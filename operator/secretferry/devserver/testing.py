@@ -47,8 +47,10 @@ class DevServer:
         if "--admin-token" in self.extra_args:
             self.admin_token = self.extra_args[self.extra_args.index("--admin-token") + 1]
         else:
-            self.admin_token = secrets.token_urlsafe(16)
-            self.extra_args += ["--admin-token", self.admin_token]
+            # Hex, and in the "=" form: a urlsafe token may start with "-", which argparse then
+            # takes for an option (seen as a flaky start-up failure).
+            self.admin_token = secrets.token_hex(16)
+            self.extra_args += [f"--admin-token={self.admin_token}"]
         self.base_url = f"http://127.0.0.1:{port}"
         self.log_path = data_dir / "devserver.log"
         self._process: subprocess.Popen[bytes] | None = None
