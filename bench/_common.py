@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
 from secretferry.devcluster import cluster
 from secretferry.devcluster.operator_process import OperatorProcess
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer, kubernetes_auth, run_dev_server
 from secretferry.models import labels
 
 
@@ -131,16 +131,14 @@ def seed_doc(
                 "id": IDENTITY_ID,
                 "name": "operator",
                 "organization": "bench-org",
-                "kubernetesAuth": {
-                    "kubernetesHost": cp.server,
-                    "caCert": cp.ca_pem,
-                    "tokenReviewerJwt": reviewer_token,
-                    "allowedNamespaces": "",
-                    "allowedNames": "",
-                    "allowedAudience": AUDIENCE,
-                    "accessTokenTTL": 3600,
-                    "accessTokenMaxTTL": 86400,
-                },
+                "kubernetesAuth": kubernetes_auth(
+                    host=cp.server,
+                    ca_pem=cp.ca_pem,
+                    reviewer_token=reviewer_token,
+                    audience=AUDIENCE,
+                    accessTokenTTL=3600,
+                    accessTokenMaxTTL=86400,
+                ),
                 "projects": [{"project": PROJECT_SLUG, "role": "admin"}],
             }
         ],

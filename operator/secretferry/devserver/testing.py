@@ -205,6 +205,24 @@ class DevServer:
         return token
 
 
+def kubernetes_auth(
+    *, host: str, ca_pem: str, reviewer_token: str, audience: str = "", **overrides: Any
+) -> dict[str, Any]:
+    """A seed ``kubernetesAuth`` block whose TokenReview goes to the apiserver at ``host``.
+
+    Tests, benchmarks and the demo all point the dev server at the local control plane this way.
+    """
+    return {
+        "kubernetesHost": host,
+        "caCert": ca_pem,
+        "tokenReviewerJwt": reviewer_token,
+        "allowedNamespaces": "",
+        "allowedNames": "",
+        "allowedAudience": audience,
+        **overrides,
+    }
+
+
 @contextlib.contextmanager
 def run_dev_server(
     *, seed: dict[str, Any] | Path, data_dir: Path, port: int | None = None, extra_args: Sequence[str] = ()

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer, kubernetes_auth, run_dev_server
 
 pytestmark = pytest.mark.integration
 PROJECT = "33333333-3333-4333-8333-333333333333"
@@ -27,15 +27,13 @@ def server(tmp_path: Path) -> Iterator[DevServer]:
 
 def identity(server: DevServer, control_plane: Any, namespace: str, **overrides: Any) -> str:
     identity_id = str(uuid.uuid4())
-    config = {
-        "kubernetesHost": control_plane.server,
-        "caCert": control_plane.ca_pem,
-        "tokenReviewerJwt": control_plane.reviewer_token(),
-        "allowedNamespaces": namespace,
-        "allowedNames": "app",
-        "allowedAudience": AUDIENCE,
-        **overrides,
-    }
+    config = kubernetes_auth(
+        host=control_plane.server,
+        ca_pem=control_plane.ca_pem,
+        reviewer_token=control_plane.reviewer_token(),
+        audience=AUDIENCE,
+        **{"allowedNamespaces": namespace, "allowedNames": "app", **overrides},
+    )
     server.add_seed(
         {
             "identities": [

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
-from secretferry.devserver.testing import DevServer
+from secretferry.devserver.testing import DevServer, kubernetes_auth
 
 ORG_ID = "0f000000-0000-4000-8000-000000000001"
 PROJECT_ID = "0f000000-0000-4000-8000-0000000000a1"
@@ -42,16 +42,14 @@ def seed(cp: ControlPlane, *, reviewer_token: str) -> dict[str, Any]:
                 "id": IDENTITY_ID,
                 "name": "operator",
                 "organization": "test-org",
-                "kubernetesAuth": {
-                    "kubernetesHost": cp.server,
-                    "caCert": cp.ca_pem,
-                    "tokenReviewerJwt": reviewer_token,
-                    "allowedNamespaces": "",
-                    "allowedNames": "",
-                    "allowedAudience": AUDIENCE,
-                    "accessTokenTTL": 3600,
-                    "accessTokenMaxTTL": 86400,
-                },
+                "kubernetesAuth": kubernetes_auth(
+                    host=cp.server,
+                    ca_pem=cp.ca_pem,
+                    reviewer_token=reviewer_token,
+                    audience=AUDIENCE,
+                    accessTokenTTL=3600,
+                    accessTokenMaxTTL=86400,
+                ),
                 "projects": [{"project": PROJECT_SLUG, "role": "admin"}],
             },
             {
