@@ -32,7 +32,7 @@ from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import labels
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import conditions, outcomes, reasons, rollouts, scheduler, state, sync
+from secretferry.reconcile import conditions, outcomes, reasons, rollouts, scheduler, slim, state, sync
 from secretferry.reconcile import identities as ident_mod
 from secretferry.service import errors as service_errors
 from secretferry.service import events as service_events
@@ -249,14 +249,13 @@ class Controller:
                 current.force_annotation, current.force_pending = force, force is not None
                 self.queue.enqueue(key, live=True)
             return  # a status-only change, most likely our own patch echoing back
-        status = dict(body.get("status") or {}) if current is None or current.uid != uid else current.status
+        fresh = current is None or current.uid != uid
+        status = slim.status(body.get("status")) if fresh or current is None else current.status
         self.syncs[key] = state.SyncEntry(
             key=key,
             uid=uid,
             generation=generation,
-            model=None,
-            invalid=None,
-            body=body,
+            body=slim.sync_body(body),
             status=status,
             force_annotation=force,
             force_pending=current is not None and force != current.force_annotation and force is not None,
@@ -276,9 +275,11 @@ class Controller:
         entry = self.syncs.get(key)
         if entry is None:
             return
-        if entry.body is not None:
-            _parse(entry)
-        delay = await sync.reconcile(self.deps, entry)
+        _parse(entry)
+        try:
+            delay = await sync.reconcile(self.deps, entry)
+        finally:
+            entry.model = None  # parsed again next time: see SyncEntry.body
         if delay is not None and key in self.syncs:
             self.queue.enqueue_after(key, delay)
 
@@ -473,25 +474,16 @@ def _is_ready(status: Mapping[str, Any]) -> bool:
 
 
 def _parse(entry: state.SyncEntry) -> None:
-    body, entry.body = entry.body, None
-    assert body is not None
     try:
-        entry.model = sync_models.SecretSync.from_body(body)
+        entry.model, entry.invalid = sync_models.SecretSync.from_body(entry.body), None
     except pydantic.ValidationError as exc:
-        entry.invalid = model_errors.describe_validation_error(exc)
+        entry.model, entry.invalid = None, model_errors.describe_validation_error(exc)
 
 
 def _uses(entry: state.SyncEntry, kind: str, namespace: str | None, name: str) -> bool:
-    """Whether the SecretSync names this identity (read from the raw body if not parsed yet)."""
-    ref_kind: str | None
-    ref_name: str | None
-    if entry.model is not None:
-        ref_kind, ref_name = entry.model.spec.identity_ref.kind, entry.model.spec.identity_ref.name
-    elif entry.body is not None:
-        ref = (entry.body.get("spec") or {}).get("identityRef") or {}
-        ref_kind, ref_name = ref.get("kind", ident_mod.MACHINE), ref.get("name")
-    else:
-        return False
+    """Whether the SecretSync names this identity (read from the kept body: no parse needed)."""
+    ref = (entry.body.get("spec") or {}).get("identityRef") or {}
+    ref_kind, ref_name = ref.get("kind", ident_mod.MACHINE), ref.get("name")
     if ref_kind != kind or ref_name != name:
         return False
     return kind == ident_mod.CLUSTER or entry.key[0] == namespace

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import reasons
+from secretferry.reconcile import reasons, slim
 from secretferry.service import scopes as scope_mod
 
 SyncKey = tuple[str, str]  # (namespace, name)
@@ -27,15 +27,18 @@ class SyncEntry:
     key: SyncKey
     uid: str
     generation: int | None
-    model: sync_models.SecretSync | None
-    invalid: str | None
+    body: Mapping[str, Any]
+    """The object as ``slim.sync_body`` keeps it; parsed at each reconcile, never kept parsed:
+    a pydantic model costs ~5 KB per object, and parsing takes ~20 µs. Not parsing in the intake
+    also keeps a new SecretSync from waiting behind 10,000 parses at start-up."""
     status: dict[str, Any]
     """The status as last read or written: the baseline for "does status need a patch?"."""
+    model: sync_models.SecretSync | None = None
+    """Set only while a reconcile runs."""
+    invalid: str | None = None
+    """Why the spec does not parse, as of the last reconcile."""
     force_annotation: str | None = None
     force_pending: bool = False
-    body: Mapping[str, Any] | None = None
-    """The raw object until its first reconcile parses it: parsing 10,000 bodies in the intake
-    would delay a new SecretSync that arrives behind them at start-up."""
     scopes: tuple[scope_mod.Scope, ...] = ()
     failures: int = 0
 
@@ -200,11 +203,10 @@ class TargetCache:
     expected: dict[TargetKey, int] = field(default_factory=dict)
     """Fingerprint of the data a write in flight will leave (process-internal, never shown)."""
 
-    def remember(self, key: TargetKey, obj: dict[str, Any]) -> None:
-        """Cache an object without ``managedFields``: nothing reads them, and at 10,000 Secrets
-        they are tens of MiB."""
-        obj.get("metadata", {}).pop("managedFields", None)
-        self.objects[key] = obj
+    def remember(self, key: TargetKey, obj: Mapping[str, Any]) -> None:
+        """Cache the parts of an object the drift checks read (``slim.target``): at 10,000 Secrets
+        the rest (``managedFields`` above all) is tens of MiB."""
+        self.objects[key] = slim.target(obj)
 
     def expect(self, key: TargetKey, data: Mapping[str, str]) -> None:
         self.expected[key] = fingerprint(data)

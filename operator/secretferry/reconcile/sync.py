@@ -29,6 +29,7 @@ from secretferry.reconcile import (
     outcomes,
     reasons,
     rollouts,
+    slim,
     state,
 )
 from secretferry.reconcile import (
@@ -397,7 +398,7 @@ async def report(
     except kube_errors.KubeError as exc:
         log.warning("status of SecretSync %s/%s not written: %s", *entry.key, exc)
         return
-    entry.status = new
+    entry.status = slim.status(new)
     # Events on flips only: a first success is visible in status, and 10,000 "Synced" Events at
     # start-up would double the writes; a first failure is worth an Event.
     first = conditions.find(before.get("conditions") or [], reasons.READY) is None

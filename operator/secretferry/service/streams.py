@@ -9,8 +9,9 @@ error class, how long to wait before the next connection:
   replayed, so whatever changed while no stream was open is only seen by a fresh list;
 - ANY message (heartbeats included) feeds the watchdog; ``watchdog_heartbeats`` silent heartbeat
   periods → the connection is dropped and replaced;
-- events are routed to scopes (merged filters over-deliver) and coalesced for ``debounce_seconds``
-  into one ``on_resync(scopes, "event")``;
+- events are routed to scopes (merged filters over-deliver); the first one is passed on at once as
+  ``on_resync(scopes, "event")``, and what arrives in the next ``debounce_seconds`` is coalesced
+  into one more (a lone change never waits; a burst costs two nudges, not one per event);
 - ``AuthenticationError`` / ``StreamError``: the opener re-logs in (``AuthSession.subscribe`` drops
   the token); the first one reconnects at once, repeated ones back off (no tight login loop);
 - ``PlanNotSupported`` / ``PermissionDenied`` (and other refusals that retrying cannot fix): the
@@ -337,11 +338,14 @@ class StreamManager:
             stream.flush_task = asyncio.create_task(self._flush(stream))
 
     async def _flush(self, stream: _Stream) -> None:
-        """Coalesce a burst of events into one nudge per scope."""
+        """Nudge at once (leading edge), then coalesce what a burst brings during the window.
+
+        Why leading edge: waiting out the window first added its whole length to the latency of
+        every single change, which is the common case."""
         while stream.pending:
-            await asyncio.sleep(self._debounce)
             batch, stream.pending = stream.pending, set()
             await self._resync(batch, RESYNC_EVENT)
+            await asyncio.sleep(self._debounce)
 
     async def _resync(self, scope_set: set[scopes.Scope], reason: str) -> None:
         if not scope_set:
