@@ -7,6 +7,7 @@ Shape (after kopf's ``watching.py``): :func:`list_pages` and :func:`watch_once` 
 over one request and end; :func:`watch` is the small infinite loop around them::
 
     LIST (paginated) → ADDED per item → SYNCED → WATCH from the list's resourceVersion
+     └─ meanwhile: WATCH from the version of a one-item LIST made just before, stopped at SYNCED
         ├─ server closes the stream (timeoutSeconds) → WATCH again from the last resourceVersion
         ├─ 410 Gone (answer or ERROR event)         → LIST again (and SYNCED again)
         └─ connection/5xx/other API error           → sleep (capped, jittered backoff), WATCH again
@@ -14,12 +15,19 @@ over one request and end; :func:`watch` is the small infinite loop around them::
 ``SYNCED`` (with an empty object) follows every complete LIST, so a consumer can drop what it
 knew but did not see in that listing (deletions missed while disconnected).
 
+Why the early watch: listing 10,000 objects takes about a second (most of it decoding JSON), and a
+change made meanwhile would otherwise wait for all of it. The early watch passes it on at once
+(``WatchEvent.listed`` False). Events it delivers may repeat, or be older than, list items; the main
+watch starts from the list's version afterwards and replays every change after it, so the last
+word is always current. Consumers must treat events as idempotent upserts (ours do).
+
 Close the generator (``contextlib.aclosing``) when done early, so its connection closes at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -54,6 +62,8 @@ BACKOFF_MAX_SECONDS = 30.0  # cap: a recovered apiserver is seen within half a m
 class WatchEvent:
     type: EventType
     object: dict[str, Any]
+    listed: bool = False
+    """Whether the object came from a LIST (state at start) rather than a watch (a change)."""
 
 
 def scoped_path(path: str, namespace: str | None) -> str:
@@ -105,6 +115,66 @@ async def list_pages(
         token = metadata.get("continue") or None
         if token is None:
             return
+
+
+async def _current_version(kube: Kube, path: str, label_selector: str | None) -> str:
+    """The collection's resourceVersion now, from a one-item LIST (cheap at any size)."""
+    query: dict[str, QueryValue] = {"limit": 1, "labelSelector": label_selector}
+    answer = await kube.request("GET", path, query=query)
+    return str((answer.get("metadata") or {}).get("resourceVersion", ""))
+
+
+@dataclass(frozen=True)
+class _Listed:
+    resource_version: str
+
+
+async def _list_while_watching(
+    kube: Kube, *, path: str, label_selector: str | None, timeout_seconds: int
+) -> AsyncGenerator[WatchEvent | _Listed, None]:
+    """A full LIST (``listed`` events, then ``_Listed``) with changes made meanwhile interleaved."""
+    since = await _current_version(kube, path, label_selector)
+    out: asyncio.Queue[WatchEvent | _Listed | BaseException] = asyncio.Queue()
+
+    async def listing() -> None:
+        try:
+            listed = ""
+            async for items, page_version in list_pages(kube, path=path, label_selector=label_selector):
+                listed = page_version
+                for item in items:
+                    out.put_nowait(WatchEvent("ADDED", item, listed=True))
+            out.put_nowait(_Listed(listed))
+        except Exception as exc:  # handed to the consumer, which raises it in the caller's frame
+            out.put_nowait(exc)
+
+    async def early() -> None:
+        try:
+            async for raw in watch_once(
+                kube,
+                path=path,
+                resource_version=since,
+                label_selector=label_selector,
+                timeout_seconds=timeout_seconds,
+            ):
+                if raw.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    out.put_nowait(WatchEvent(raw["type"], raw.get("object") or {}))
+        except errors.KubeError as exc:
+            # Only a shortcut: the main watch after the LIST replays every change anyway.
+            logger.debug("early watch of %s ended: %s", path, exc)
+
+    tasks = [asyncio.create_task(listing()), asyncio.create_task(early())]
+    try:
+        while True:
+            item = await out.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            if isinstance(item, _Listed):
+                return
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _lines(content: aiohttp.StreamReader, path: str) -> AsyncIterator[bytes]:
@@ -172,13 +242,16 @@ async def watch(
     while True:
         try:
             if resource_version is None:
+                listing = _list_while_watching(
+                    kube, path=full_path, label_selector=label_selector, timeout_seconds=timeout_seconds
+                )
                 listed = ""
-                async for items, page_version in list_pages(
-                    kube, path=full_path, label_selector=label_selector
-                ):
-                    listed = page_version
-                    for item in items:
-                        yield WatchEvent("ADDED", item)
+                async with contextlib.aclosing(listing):  # closing us stops its requests at once
+                    async for item in listing:
+                        if isinstance(item, _Listed):
+                            listed = item.resource_version
+                        else:
+                            yield item
                 resource_version = listed
                 yield WatchEvent("SYNCED", {})
             async for raw in watch_once(

@@ -197,14 +197,22 @@ class Controller:
                 self.identities.upsert(kind, body)
 
     async def _start_workers_when_ready(self, expected: int) -> None:
-        """Workers start once the target cache is complete: otherwise every existing Secret
-        would look missing after a restart and be rewritten."""
+        """Live work (objects created or changed after start) begins once the identities are read;
+        the backlog (every existing SecretSync) once the target cache is complete, because without
+        it every existing Secret would look missing and be rewritten. A live reconcile needs no
+        cache: it creates its target, or reads the one that exists (one extra request)."""
+        await self._list_identities()
+        self.queue.start(backlog=False)
         while len(self._synced_sources) < expected:
             self._sources_synced.clear()
             await self._sources_synced.wait()
-        await self._list_identities()
         self._targets_ready.set()
-        self.queue.start()
+        log.info(
+            "%d managed objects cached; %d workers take the backlog now",
+            len(self.targets.objects),
+            self.settings.workers,
+        )
+        self.queue.open_backlog()
 
     def _repair(self, tkey: state.TargetKey, *, labels_of: Mapping[str, str] | None = None) -> None:
         """A managed object changed or vanished under us: reconcile its SecretSync now."""
@@ -221,22 +229,30 @@ class Controller:
     async def _watch_syncs(self, namespace: str | None) -> None:
         path = f"/apis/{models_base.GROUP}/{models_base.VERSION}/secretsyncs"
         seen: set[state.SyncKey] = set()
+        # Objects a watch event deleted while a LIST was still arriving: a list item may show them
+        # from before their deletion (watching.py, early watch) and must not bring them back.
+        deleted_uids: set[str] = set()
         async for event in watching.watch(self.kube, path=path, namespace=namespace):
             if event.type == "SYNCED":
                 for gone in [
                     k for k in self.syncs if k not in seen and (namespace is None or k[0] == namespace)
                 ]:
                     self._sync_deleted(gone)
-                seen = set()
+                if not self._initial_listed:
+                    log.info("listed %d SecretSyncs", len(self.syncs))
+                seen, deleted_uids = set(), set()
                 self._initial_listed = True
                 continue
             meta = event.object.get("metadata", {})
             key: state.SyncKey = (meta.get("namespace", ""), meta.get("name", ""))
             if event.type == "DELETED":
+                deleted_uids.add(meta.get("uid", ""))
                 self._sync_deleted(key)
-            else:
+            elif not (event.listed and meta.get("uid", "") in deleted_uids):
                 seen.add(key)
-                self.sync_upserted(event.object, live=self._initial_listed)
+                # A change made after start-up (not part of the initial LIST) is live work, even
+                # when it arrives while the LIST is still coming in.
+                self.sync_upserted(event.object, live=self._initial_listed or not event.listed)
 
     def sync_upserted(self, body: Mapping[str, Any], *, live: bool) -> None:
         meta = body.get("metadata", {})
@@ -244,6 +260,14 @@ class Controller:
         uid, generation = meta.get("uid", ""), meta.get("generation")
         force = (meta.get("annotations") or {}).get(state.FORCE_SYNC_ANNOTATION)
         current = self.syncs.get(key)
+        if (
+            current is not None
+            and current.uid == uid
+            and generation is not None
+            and current.generation is not None
+            and generation < current.generation
+        ):
+            return  # a list item older than what a watch event already brought
         if current is not None and current.uid == uid and current.generation == generation:
             if force != current.force_annotation:
                 current.force_annotation, current.force_pending = force, force is not None

@@ -50,6 +50,7 @@ class Scheduler(Generic[K]):
         self._wakeup = asyncio.Event()
         self._timer_wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._backlog_open = True
         self.completed = 0
 
     # --- requests ---------------------------------------------------------------------------
@@ -90,11 +91,18 @@ class Scheduler(Generic[K]):
         return len(self._queued) + len(self._running)
 
     # --- lifecycle -------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, *, backlog: bool = True) -> None:
+        """Start the workers; with ``backlog=False`` they take only live work until
+        :meth:`open_backlog` (start-up: new objects need no cache, the mass of old ones does)."""
+        self._backlog_open = backlog
         self._tasks = [
             asyncio.create_task(self._worker(i), name=f"sync-worker-{i}") for i in range(self._workers)
         ]
         self._tasks.append(asyncio.create_task(self._timer(), name="sync-retry-timer"))
+
+    def open_backlog(self) -> None:
+        self._backlog_open = True
+        self._wakeup.set()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -112,6 +120,8 @@ class Scheduler(Generic[K]):
     # --- internals -------------------------------------------------------------------------
     def _pop(self) -> K | None:
         for q, is_live in ((self._live, True), (self._backlog, False)):
+            if not is_live and not self._backlog_open:
+                break
             while q:
                 key = q.popleft()
                 queued_live = self._queued.get(key)

@@ -101,3 +101,26 @@ async def test_a_crashing_work_item_is_retried_later_not_lost() -> None:
     await s.stop()
     assert calls == 1
     assert "k" in s._delayed_due  # queued for a slow retry
+
+
+async def test_backlog_waits_until_opened_while_live_work_runs() -> None:
+    order: list[str] = []
+
+    async def work(key: str) -> None:
+        order.append(key)
+
+    s: Scheduler[str] = Scheduler(work, workers=2)
+    s.enqueue("old-1", live=False)
+    s.enqueue("old-2", live=False)
+    s.start(backlog=False)
+    s.enqueue("new", live=True)
+    await asyncio.sleep(0.05)
+    assert order == ["new"]  # the backlog stays queued, not lost
+    assert s.pending == 2
+    s.enqueue("old-1", live=True)  # promoted to live: runs now
+    await asyncio.sleep(0.05)
+    assert order == ["new", "old-1"]
+    s.open_backlog()
+    await s.idle()
+    await s.stop()
+    assert order == ["new", "old-1", "old-2"]
