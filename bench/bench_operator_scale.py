@@ -8,7 +8,8 @@ For each (N SecretSyncs, S scopes), on a fresh control plane and dev server:
    operator is live (mid start-up storm) and another once all are Ready: time until each is Ready.
    RSS (VmRSS / VmHWM of the operator process) and its CPU time; list/login calls of the start-up.
 3. Restart cycle: stats reset, operator restarted, calls counted until every SecretSync was
-   reconciled again (a full cycle: expected S lists, at most one login).
+   reconciled again (a full cycle: expected S lists, at most one login). A new SecretSync created
+   right after the restart (N Secrets exist now): time until it is Ready.
 4. Periodic cycle (unless --no-periodic): specs patched to refreshInterval 20s with the operator
    stopped, operator started with SECRETFERRY_STREAMING_REFRESH_INTERVAL_SECONDS=20, then list
    calls are counted over a window; cycles = reconciles / N, so lists per cycle = lists / cycles.
@@ -174,6 +175,15 @@ async def _phases(
     env.service.reset_stats()
     t0 = time.monotonic()
     op = await asyncio.to_thread(env.start_operator, "op-restart")
+    # A new SecretSync right after the restart: now N Secrets exist, so the operator also lists
+    # them (its target cache) while the new one waits.
+    restart_key = (namespaces[len(namespaces) // 2], "new-after-restart")
+    created = time.monotonic()
+    await api.create(secret_sync_body(*restart_key, path=scope_path(s // 2)))
+    r["restart_created_after"] = created - t0
+    restart_ready = await tracker.wait_ready(restart_key, args.timeout)
+    r["new_restart"] = None if restart_ready is None else restart_ready - created
+    total += 1
     reached = await settle(op, total, limit_s=args.timeout)
     r["restart_all"] = None if reached is None else reached - t0
     stats = env.service.stats()
@@ -225,6 +235,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "all Ready",
         "new mid-storm",
         "new idle",
+        "new after restart",
         "lists/logins start",
         "restart cycle",
         "lists/logins restart",
@@ -249,6 +260,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
                 fmt_s(r["all_ready"]),
                 fmt_ms(r["new_storm"]) + f" (at +{r['storm_created_after']:.1f}s)",
                 fmt_ms(r["new_idle"]),
+                fmt_ms(r.get("new_restart")) + f" (at +{r.get('restart_created_after', 0):.1f}s)",
                 f"{r['lists_start']}/{r['logins_start']}",
                 fmt_s(r["restart_all"]),
                 f"{r['lists_restart']}/{r['logins_restart']}",
