@@ -99,8 +99,6 @@ class Controller:
             on_identity=self._on_identity,
             instance=instance,
             clock=clock,
-            live_waiting=lambda: self.queue.live_waiting,
-            requeue=lambda key: self.queue.enqueue(key, live=True),
         )
         self._stream_groups: dict[tuple[str, str], frozenset[scope_mod.Scope]] = {}
         self._streams_dirty = False

@@ -42,7 +42,6 @@ class Scheduler(Generic[K]):
         self._live: deque[K] = deque()
         self._backlog: deque[K] = deque()
         self._queued: dict[K, bool] = {}  # key -> is live
-        self._live_queued = 0  # how many values of _queued are True
         self._running: set[K] = set()
         self._dirty: dict[K, bool] = {}  # requested while running -> live?
         self._delayed: list[tuple[float, int, K]] = []
@@ -64,11 +63,9 @@ class Scheduler(Generic[K]):
         queued_live = self._queued.get(key)
         if queued_live is None:
             self._queued[key] = live
-            self._live_queued += live
             (self._live if live else self._backlog).append(key)
         elif live and not queued_live:
             self._queued[key] = True
-            self._live_queued += 1
             self._live.append(key)  # the stale backlog entry is skipped when popped
         self._wakeup.set()
 
@@ -85,14 +82,9 @@ class Scheduler(Generic[K]):
 
     def forget(self, key: K) -> None:
         """The object is gone: drop queued and delayed work for it."""
-        self._live_queued -= bool(self._queued.pop(key, None))
+        self._queued.pop(key, None)
         self._dirty.pop(key, None)
         self._delayed_due.pop(key, None)
-
-    @property
-    def live_waiting(self) -> bool:
-        """Whether live work is queued and not yet taken by a worker."""
-        return self._live_queued > 0
 
     @property
     def pending(self) -> int:
@@ -136,7 +128,6 @@ class Scheduler(Generic[K]):
                 if queued_live is None or queued_live != is_live:
                     continue  # forgotten, or promoted to live (its live entry is elsewhere)
                 del self._queued[key]
-                self._live_queued -= is_live
                 return key
         return None
 

@@ -1,5 +1,5 @@
-"""A streamed change that touches many SecretSyncs at once: Secrets are written first, status
-patches follow behind the queued writes, and none is lost."""
+"""A streamed change that touches more SecretSyncs than there are workers: every Secret and every
+status ends up current, and no condition flips on the way."""
 
 from __future__ import annotations
 
@@ -81,13 +81,10 @@ def test_a_burst_writes_every_secret_and_then_every_status(
 
     eventually(streaming, what="all Streaming")
     transitions = _ready_transitions(control_plane, namespace)
-    before = burst_operator.log_text().count("follows after the queued writes")
     service.set_secret(PROJECT_ID, "dev", path, "K", "burst-value-2")
     second = base64.b64encode(b"burst-value-2").decode()
     eventually(lambda: _all_current(control_plane, namespace, second), what="all Secrets and statuses")
-    # The burst did take the "status after the writes" path (12 SecretSyncs, 3 workers) ...
-    assert burst_operator.log_text().count("follows after the queued writes") > before
-    # ... and no condition flipped on the way: Ready kept its transition time everywhere.
+    # No condition flipped on the way: Ready kept its transition time everywhere.
     assert _ready_transitions(control_plane, namespace) == transitions
 
 

@@ -124,28 +124,3 @@ async def test_backlog_waits_until_opened_while_live_work_runs() -> None:
     await s.idle()
     await s.stop()
     assert order == ["new", "old-1", "old-2"]
-
-
-async def test_live_waiting_counts_queued_live_keys_only() -> None:
-    gate = asyncio.Event()
-
-    async def work(key: str) -> None:
-        await gate.wait()
-
-    s: Scheduler[str] = Scheduler(work, workers=1)
-    s.enqueue("b", live=False)
-    assert not s.live_waiting
-    s.enqueue("b", live=True)  # promoted
-    s.enqueue("c", live=True)
-    s.enqueue("c", live=True)  # duplicate
-    assert s.live_waiting
-    s.forget("c")
-    s.start()
-    await asyncio.sleep(0.02)  # the one worker holds "b"
-    assert not s.live_waiting
-    s.enqueue("d", live=True)
-    assert s.live_waiting
-    gate.set()
-    await s.idle()
-    await s.stop()
-    assert not s.live_waiting
