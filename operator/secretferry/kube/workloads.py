@@ -99,16 +99,23 @@ def references_secret(pod_spec: Mapping[str, Any], name: str) -> bool:
 
 
 async def consumers(
-    kube: Kube, *, namespace: str, secret_name: str, annotation: str = AUTO_RELOAD_ANNOTATION
-) -> list[tuple[WorkloadKind, str]]:
-    """Workloads in ``namespace`` that opted in (``annotation: "true"``) and whose pods read the Secret.
+    kube: Kube,
+    *,
+    namespace: str,
+    secret_names: Iterable[str],
+    annotation: str = AUTO_RELOAD_ANNOTATION,
+) -> dict[str, list[tuple[WorkloadKind, str]]]:
+    """Per Secret name: the workloads in ``namespace`` that opted in (``annotation: "true"``) and
+    whose pods read that Secret, sorted. One listing per workload kind serves every name, so a
+    change that rewrote 50 Secrets of a namespace costs 3 LISTs, not 150.
 
-    Deployments, StatefulSets, DaemonSets, and Argo Rollouts when that API is served; sorted.
+    Deployments, StatefulSets, DaemonSets, and Argo Rollouts when that API is served.
     """
+    names = set(secret_names)
     kinds: list[WorkloadKind] = ["Deployment", "StatefulSet", "DaemonSet"]
     if await rollouts_supported(kube):
         kinds.append("Rollout")
-    found: list[tuple[WorkloadKind, str]] = []
+    found: dict[str, list[tuple[WorkloadKind, str]]] = {name: [] for name in names}
     for kind in kinds:
         answer = await kube.request("GET", _collection(kind, namespace))
         for item in answer.get("items") or ():
@@ -116,6 +123,7 @@ async def consumers(
             if (metadata.get("annotations") or {}).get(annotation) != "true":
                 continue
             pod_spec = ((item.get("spec") or {}).get("template") or {}).get("spec") or {}
-            if references_secret(pod_spec, secret_name):
-                found.append((kind, str(metadata.get("name"))))
-    return sorted(found)
+            for name in names:
+                if references_secret(pod_spec, name):
+                    found[name].append((kind, str(metadata.get("name"))))
+    return {name: sorted(workloads) for name, workloads in found.items()}

@@ -8,6 +8,10 @@ its end, carrying the newest HMAC.
 
 The restart itself is a pod-template annotation patch; the value is the data HMAC, so patching
 the same value twice is a no-op for the Deployment controller.
+
+Finding the consumers lists the namespace's workloads. Changes are planned per namespace in
+batches: one event often rewrites dozens of Secrets of one namespace, and one listing (started
+after all of those writes, so it sees every workload that could hold old data) serves them all.
 """
 
 from __future__ import annotations
@@ -37,6 +41,15 @@ def restart_annotation(secret_name: str) -> str:
     return f"secretferry.io/{name[:63].rstrip('-.')}"
 
 
+@dataclass(frozen=True)
+class _Change:
+    secret_name: str
+    data_hmac: str
+    explicit: frozenset[tuple[str, str]]
+    """``spec.rolloutRestartTargets`` as (kind, name)."""
+    regarding: kube_events.ObjectRef
+
+
 @dataclass
 class _Pending:
     annotations: dict[str, str] = field(default_factory=dict)
@@ -60,32 +73,47 @@ class RolloutManager:
         self._clock = clock
         self._last: dict[WorkloadKey, float] = {}
         self._pending: dict[WorkloadKey, _Pending] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._batches: dict[str, list[_Change]] = {}
+        self._planners: dict[str, asyncio.Task[None]] = {}
         self.restarts = 0
 
     def data_changed(
         self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: kube_events.ObjectRef
     ) -> None:
         """Called after a write that changed a Secret's data; finds and schedules the restarts."""
-        task = asyncio.create_task(self._plan(sync, secret_name, data_hmac, regarding))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _plan(
-        self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: kube_events.ObjectRef
-    ) -> None:
         namespace = sync.metadata.namespace or ""
-        targets: set[tuple[str, str]] = {(t.kind, t.name) for t in sync.spec.rollout_restart_targets}
+        explicit = frozenset((t.kind, t.name) for t in sync.spec.rollout_restart_targets)
+        self._batches.setdefault(namespace, []).append(_Change(secret_name, data_hmac, explicit, regarding))
+        if namespace not in self._planners:
+            self._planners[namespace] = asyncio.create_task(self._plan_namespace(namespace))
+
+    async def _plan_namespace(self, namespace: str) -> None:
+        """Plan batch after batch: changes that arrive during a listing wait for the next one."""
         try:
-            targets |= set(
-                await workloads.consumers(self._kube, namespace=namespace, secret_name=secret_name)
+            while batch := self._batches.pop(namespace, None):
+                await self._plan(namespace, batch)
+        finally:
+            del self._planners[namespace]
+
+    async def _plan(self, namespace: str, batch: list[_Change]) -> None:
+        found: dict[str, list[tuple[workloads.WorkloadKind, str]]] = {}
+        try:
+            found = await workloads.consumers(
+                self._kube, namespace=namespace, secret_names={c.secret_name for c in batch}
             )
         except kube_errors.KubeError as exc:
-            log.warning("cannot list workloads consuming %s/%s: %s", namespace, secret_name, exc)
-        for kind, name in sorted(targets):
-            self._schedule(
-                (kind, namespace, name), restart_annotation(secret_name), data_hmac, secret_name, regarding
-            )
+            names = ", ".join(sorted({c.secret_name for c in batch}))
+            log.warning("cannot list workloads in %s consuming %s: %s", namespace, names, exc)
+        for change in batch:  # in order: a later change of the same Secret carries the newer HMAC
+            targets = set(change.explicit) | set(found.get(change.secret_name, ()))
+            for kind, name in sorted(targets):
+                self._schedule(
+                    (kind, namespace, name),
+                    restart_annotation(change.secret_name),
+                    change.data_hmac,
+                    change.secret_name,
+                    change.regarding,
+                )
 
     def _schedule(
         self,
@@ -139,7 +167,7 @@ class RolloutManager:
         )
 
     async def close(self) -> None:
-        tasks = list(self._tasks) + [p.task for p in self._pending.values() if p.task is not None]
+        tasks = list(self._planners.values()) + [p.task for p in self._pending.values() if p.task is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:

@@ -80,8 +80,12 @@ async def test_consumers(kube: client.Kube, control_plane: ControlPlane, namespa
     control_plane.apply(_deployment("not-opted-in", namespace, secret="app-secret", opted_in=False))
     control_plane.apply(_deployment("other-secret", namespace, secret="other", opted_in=True))
     control_plane.apply(_statefulset("db", namespace, "app-secret"))
-    found = await workloads.consumers(kube, namespace=namespace, secret_name="app-secret")
-    assert found == [("Deployment", "reader"), ("StatefulSet", "db")]
+    found = await workloads.consumers(kube, namespace=namespace, secret_names=["app-secret", "other", "none"])
+    assert found == {
+        "app-secret": [("Deployment", "reader"), ("StatefulSet", "db")],
+        "other": [("Deployment", "other-secret")],
+        "none": [],
+    }
 
 
 async def test_restart_rolls_a_new_replicaset(

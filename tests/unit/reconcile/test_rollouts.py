@@ -1,0 +1,98 @@
+"""Rollout planning: one workload listing per namespace and batch, however many Secrets changed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from secretferry.models import secretsync as sync_models
+from secretferry.reconcile import rollouts
+
+REF = {
+    "apiVersion": "secretferry.io/v1alpha1",
+    "kind": "SecretSync",
+    "name": "app",
+    "namespace": "team",
+    "uid": "u",
+}
+
+
+def _deployment(name: str, secret: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "annotations": {"secretferry.io/auto-reload": "true"}},
+        "spec": {"template": {"spec": {"containers": [{"envFrom": [{"secretRef": {"name": secret}}]}]}}},
+    }
+
+
+class FakeKube:
+    """Answers workload listings (slowly, like a loaded apiserver) and records every call."""
+
+    def __init__(self, deployments: list[dict[str, Any]]) -> None:
+        self.deployments = deployments
+        self.cache: dict[str, tuple[float, bool]] = {"rollouts-supported": (1e18, False)}
+        self.calls: list[tuple[str, str]] = []
+
+    async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        self.calls.append((method, path))
+        await asyncio.sleep(0.02)
+        if method == "GET":
+            return {"items": self.deployments if path.endswith("/deployments") else []}
+        return {}
+
+
+def _sync(namespace: str, name: str, **spec: Any) -> sync_models.SecretSync:
+    return sync_models.SecretSync.from_body(
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "SecretSync",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+            "spec": {
+                "identityRef": {"name": "id"},
+                "sources": [{"projectId": "p", "environment": "dev", "path": "/"}],
+                **spec,
+            },
+        }
+    )
+
+
+async def test_a_burst_of_changes_in_one_namespace_lists_workloads_once_per_kind() -> None:
+    kube = FakeKube([_deployment(f"web-{i}", f"s{i}") for i in range(3)])
+    manager = rollouts.RolloutManager(kube, cooldown_seconds=0.0, instance="test")  # type: ignore[arg-type]
+    ref: Any = REF
+    for i in range(50):
+        manager.data_changed(_sync("team", f"app{i}"), f"s{i}", f"hmac-{i}", ref)
+    explicit = _sync("team", "extra", rolloutRestartTargets=[{"kind": "StatefulSet", "name": "db"}])
+    manager.data_changed(explicit, "s-extra", "hmac-x", ref)
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if manager.restarts == 4:
+            break
+    gets = [path for method, path in kube.calls if method == "GET"]
+    patches = sorted(
+        path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1] for m, path in kube.calls if m == "PATCH"
+    )
+    await manager.close()
+    assert len(gets) == 3  # deployments, statefulsets, daemonsets: once for all 51 changes
+    assert patches == ["deployments/web-0", "deployments/web-1", "deployments/web-2", "statefulsets/db"]
+    assert len([m for m, _ in kube.calls if m == "POST"]) == 4  # one RolloutRestarted Event each
+
+
+async def test_a_change_during_a_listing_gets_a_listing_of_its_own() -> None:
+    """A workload created after a listing started may hold old data: changes that arrive while a
+    listing runs are planned with the next one, never with the one already under way."""
+    kube = FakeKube([])
+    manager = rollouts.RolloutManager(kube, cooldown_seconds=0.0, instance="test")  # type: ignore[arg-type]
+    ref: Any = REF
+    manager.data_changed(_sync("team", "a"), "s0", "h0", ref)
+    await asyncio.sleep(0.01)  # the first listing is under way now
+    kube.deployments = [_deployment("late", "s1")]
+    manager.data_changed(_sync("team", "b"), "s1", "h1", ref)
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if manager.restarts == 1:
+            break
+    await manager.close()
+    assert len([c for c in kube.calls if c[0] == "GET"]) == 6
+    assert [path for m, path in kube.calls if m == "PATCH"] == [
+        "/apis/apps/v1/namespaces/team/deployments/late"
+    ]
