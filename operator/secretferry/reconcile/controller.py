@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 _RESYNC_TICK_SECONDS = (
     1.0  # granularity of the periodic resync; intervals are minutes, jitter covers the rest
 )
+# How long a routine status patch may wait for the live work around it (Scheduler.step_aside):
+# long enough for a burst of writes, short enough that status never lags noticeably.
+_STEP_ASIDE_MAX_SECONDS = 1.0
 _IDENTITY_PLURALS = {ident_mod.MACHINE: "machineidentities", ident_mod.CLUSTER: "clustermachineidentities"}
 
 
@@ -99,6 +102,7 @@ class Controller:
             on_identity=self._on_identity,
             instance=instance,
             clock=clock,
+            step_aside=lambda: self.queue.step_aside(max_wait_seconds=_STEP_ASIDE_MAX_SECONDS),
         )
         self._stream_groups: dict[tuple[str, str], frozenset[scope_mod.Scope]] = {}
         self._streams_dirty = False

@@ -8,6 +8,7 @@ change anything, because at 10,000 objects each one echoes back as a watch event
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -62,6 +63,8 @@ class Deps:
     """Told after each use of an identity: None when its login worked, else (reason, message)."""
     instance: str
     clock: Callable[[], float] = time.monotonic
+    step_aside: Callable[[], Awaitable[None]] = lambda: asyncio.sleep(0)
+    """Wait until the live work around this reconcile is done (``Scheduler.step_aside``)."""
 
 
 def regarding(entry: state.SyncEntry) -> kube_events.ObjectRef:
@@ -155,6 +158,11 @@ async def _reconcile(deps: Deps, entry: state.SyncEntry) -> tuple[float | None, 
     if written and previous_hmac and previous_hmac != want.data_hmac and want.kind == "Secret":
         deps.rollouts.data_changed(sync, want.name, want.data_hmac, regarding(entry))
     entry.failures = 0
+    if written and _routine(entry):
+        # A data update of a SecretSync that is Synced already: its status patch (which flips
+        # nothing) waits until the other live work — typically the Secret writes of the other
+        # SecretSyncs one event nudged — is done. See scheduler.py.
+        await deps.step_aside()
     mode = _update_mode(deps, sync, scopes)
     await report(
         deps,
@@ -169,6 +177,12 @@ async def _reconcile(deps: Deps, entry: state.SyncEntry) -> tuple[float | None, 
         mode=mode,
     )
     return None, "written" if written else "unchanged"
+
+
+def _routine(entry: state.SyncEntry) -> bool:
+    """Whether the SecretSync was Ready/Synced already, so a data update flips no condition."""
+    ready = conditions.find(entry.status.get("conditions") or [], reasons.READY)
+    return ready is not None and ready.get("status") == "True" and ready.get("reason") == reasons.SYNCED
 
 
 def _release_scopes(deps: Deps, entry: state.SyncEntry) -> None:

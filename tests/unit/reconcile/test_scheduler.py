@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 
+from secretferry.reconcile import scheduler
 from secretferry.reconcile.scheduler import Scheduler
 
 
@@ -124,3 +125,79 @@ async def test_backlog_waits_until_opened_while_live_work_runs() -> None:
     await s.idle()
     await s.stop()
     assert order == ["new", "old-1", "old-2"]
+
+
+async def test_jobs_that_step_aside_let_the_other_live_work_finish_first() -> None:
+    order: list[str] = []
+    s: Scheduler[str] = Scheduler(lambda key: _write_then_status(s, order, key), workers=3)
+    for key in "abcd":
+        s.enqueue(key, live=True)
+    s.start()
+    await s.idle()
+    await s.stop()
+    writes = [x for x in order if x.startswith("w:")]
+    assert sorted(writes) == ["w:a", "w:b", "w:c", "w:d"]
+    assert order[:4] == writes  # every write before any status
+    assert sorted(order[4:]) == ["s:a", "s:b", "s:c", "s:d"]
+
+
+async def _write_then_status(s: Scheduler[str], order: list[str], key: str) -> None:
+    order.append(f"w:{key}")
+    await asyncio.sleep(0.01)
+    await s.step_aside(max_wait_seconds=5.0)
+    order.append(f"s:{key}")
+
+
+async def test_at_most_a_bounded_number_of_jobs_step_aside() -> None:
+    order: list[str] = []
+    s: Scheduler[str] = Scheduler(lambda key: _write_then_status(s, order, key), workers=1)
+    keys = [f"k{i}" for i in range(scheduler.ASIDE_PER_WORKER + 2)]
+    for key in keys:
+        s.enqueue(key, live=True)
+    s.start()
+    await s.idle()
+    await s.stop()
+    # k0..k3 wait; the stand-in's k4 cannot step aside too (bound reached) and finishes at once
+    bound = scheduler.ASIDE_PER_WORKER
+    assert order.index(f"s:{keys[bound]}") < order.index("s:k0")
+    assert order.index(f"w:{keys[bound + 1]}") > order.index(f"s:{keys[bound]}")
+    assert len(order) == 2 * len(keys)
+
+
+async def test_stepping_aside_waits_at_most_the_limit() -> None:
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    async def work(key: str) -> None:
+        if key == "slow":
+            order.append("w:slow")
+            await gate.wait()  # live work that does not end by itself
+            return
+        order.append(f"w:{key}")
+        await s.step_aside(max_wait_seconds=0.1)
+        order.append(f"s:{key}")
+
+    s: Scheduler[str] = Scheduler(work, workers=2)
+    s.enqueue("slow", live=True)
+    s.enqueue("a", live=True)
+    s.start()
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if "s:a" in order:
+            break
+    assert "s:a" in order and not gate.is_set()
+    gate.set()
+    await s.idle()
+    await s.stop()
+
+
+async def test_stepping_aside_outside_a_job_or_alone_returns_at_once() -> None:
+    s: Scheduler[str] = Scheduler(lambda key: asyncio.sleep(0), workers=1)
+    await asyncio.wait_for(s.step_aside(max_wait_seconds=30.0), 1.0)
+    order: list[str] = []
+    s2: Scheduler[str] = Scheduler(lambda key: _write_then_status(s2, order, key), workers=2)
+    s2.enqueue("only", live=True)
+    s2.start()
+    await asyncio.wait_for(s2.idle(), 1.0)  # no other live work: no waiting for the 30 s limit
+    await s2.stop()
+    assert order == ["w:only", "s:only"]
