@@ -46,8 +46,8 @@ class Settings(BaseSettings):
     )
     event_debounce_seconds: float = Field(
         0.01,
-        description="Coalesces an event burst into one fetch per scope; a batch write at the service "
-        "arrives within a few ms, so 10 ms keeps bursts together without adding visible delay.",
+        description="After an event nudges its scopes at once, further events within this window are "
+        "coalesced into one more nudge per scope (a batch write at the service arrives within a few ms).",
     )
     backoff_initial_seconds: float = Field(
         1.0, description="First retry delay after a failed fetch or login."
