@@ -271,10 +271,13 @@ class Controller:
             elif not (event.listed and meta.get("uid", "") in deleted_uids):
                 seen.add(key)
                 # A change made after start-up (not part of the initial LIST) is live work, even
-                # when it arrives while the LIST is still coming in.
-                self.sync_upserted(event.object, live=self._initial_listed or not event.listed)
+                # when it arrives while the LIST is still coming in. Of the initial LIST, objects
+                # not in sync yet (new, or edited while we were down) go before the rest.
+                live = self._initial_listed or not event.listed
+                first = not live and not _in_sync(event.object)
+                self.sync_upserted(event.object, live=live, first=first)
 
-    def sync_upserted(self, body: Mapping[str, Any], *, live: bool) -> None:
+    def sync_upserted(self, body: Mapping[str, Any], *, live: bool, first: bool = False) -> None:
         meta = body.get("metadata", {})
         key: state.SyncKey = (meta.get("namespace", ""), meta.get("name", ""))
         uid, generation = meta.get("uid", ""), meta.get("generation")
@@ -304,7 +307,7 @@ class Controller:
             force_annotation=force,
             force_pending=current is not None and force != current.force_annotation and force is not None,
         )
-        self.queue.enqueue(key, live=live)
+        self.queue.enqueue(key, live=live, first=first)
 
     def _sync_deleted(self, key: state.SyncKey) -> None:
         entry = self.syncs.pop(key, None)
@@ -511,6 +514,14 @@ async def _counting(
         if isinstance(message, service_events.SecretEvent):
             metrics.STREAM_EVENTS.labels(type=message.event_type).inc()
         yield message
+
+
+def _in_sync(body: Mapping[str, Any]) -> bool:
+    """Whether status says this generation was reconciled (successfully or not)."""
+    status = body.get("status") or {}
+    reconciled = conditions.find(status.get("conditions") or [], reasons.READY) is not None
+    generation = (body.get("metadata") or {}).get("generation")
+    return reconciled and status.get("observedGeneration") == generation
 
 
 def _is_ready(status: Mapping[str, Any]) -> bool:

@@ -5,7 +5,9 @@ and a timer per object, and a new object waits behind the whole start-up storm (
 "Scale decisions"). This queue is one set of keys with two priorities:
 
 * ``live`` — a user created/edited a SecretSync, a managed Secret drifted, an event arrived;
-* ``backlog`` — the start-up list and periodic resyncs.
+* ``backlog`` — the start-up list and periodic resyncs; within it, ``first`` keys (start-up
+  objects never synced, or changed since) run before the rest and are not held back by
+  ``start(backlog=False)``: nothing of theirs is in any cache worth waiting for.
 
 A key is queued at most once (a live request promotes a queued backlog key), a bounded pool of
 workers drains live work first, and delayed retries sit in a heap until due. A key is never
@@ -64,6 +66,7 @@ class Scheduler(Generic[K]):
         self._clock = clock
         self._live: deque[K] = deque()
         self._backlog: deque[K] = deque()
+        self._first: deque[K] = deque()
         self._queued: dict[K, bool] = {}  # key -> is live
         self._live_queued = 0  # how many values of _queued are True
         self._live_active = 0  # live jobs running that have not stepped aside
@@ -82,8 +85,9 @@ class Scheduler(Generic[K]):
         self.completed = 0
 
     # --- requests ---------------------------------------------------------------------------
-    def enqueue(self, key: K, *, live: bool = True) -> None:
-        """Ask for ``key`` to be reconciled soon; a duplicate request is free."""
+    def enqueue(self, key: K, *, live: bool = True, first: bool = False) -> None:
+        """Ask for ``key`` to be reconciled soon; a duplicate request is free. ``first``: backlog
+        work that goes ahead of the rest of the backlog (see the module docstring)."""
         self._delayed_due.pop(key, None)  # an explicit request supersedes a pending retry
         if key in self._running:
             self._dirty[key] = self._dirty.get(key, False) or live
@@ -92,7 +96,7 @@ class Scheduler(Generic[K]):
         if queued_live is None:
             self._queued[key] = live
             self._live_queued += live
-            (self._live if live else self._backlog).append(key)
+            (self._live if live else self._first if first else self._backlog).append(key)
         elif live and not queued_live:
             self._queued[key] = True
             self._live_queued += 1
@@ -188,8 +192,8 @@ class Scheduler(Generic[K]):
     # --- internals -------------------------------------------------------------------------
     def _pop(self) -> tuple[K, bool] | None:
         """The next key and whether it is live work; a live key counts as active from here on."""
-        for q, is_live in ((self._live, True), (self._backlog, False)):
-            if not is_live and not self._backlog_open:
+        for q, is_live in ((self._live, True), (self._first, False), (self._backlog, False)):
+            if q is self._backlog and not self._backlog_open:
                 break
             while q:
                 key = q.popleft()

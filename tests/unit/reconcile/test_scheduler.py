@@ -201,3 +201,24 @@ async def test_stepping_aside_outside_a_job_or_alone_returns_at_once() -> None:
     await asyncio.wait_for(s2.idle(), 1.0)  # no other live work: no waiting for the 30 s limit
     await s2.stop()
     assert order == ["w:only", "s:only"]
+
+
+async def test_first_backlog_work_runs_after_live_before_the_rest_and_is_not_held_back() -> None:
+    order: list[str] = []
+
+    async def work(key: str) -> None:
+        order.append(key)
+
+    s: Scheduler[str] = Scheduler(work, workers=1)
+    s.enqueue("synced-1", live=False)
+    s.enqueue("unsynced-1", live=False, first=True)
+    s.enqueue("synced-2", live=False)
+    s.enqueue("unsynced-2", live=False, first=True)
+    s.enqueue("changed", live=True)
+    s.start(backlog=False)
+    await asyncio.sleep(0.05)
+    assert order == ["changed", "unsynced-1", "unsynced-2"]
+    s.open_backlog()
+    await s.idle()
+    await s.stop()
+    assert order[3:] == ["synced-1", "synced-2"]
