@@ -188,7 +188,9 @@ async def _phases(
     r["restart_all"] = None if reached is None else reached - t0
     stats = env.service.stats()
     r["lists_restart"], r["logins_restart"] = stats["listSecrets"], stats["logins"]
-    r["reconciles_restart"] = metric(safe_metrics(op), "secretferry_syncs_total")
+    text = safe_metrics(op)
+    r["reconciles_restart"] = metric(text, "secretferry_syncs_total")
+    r["writes_restart"] = metric(text, "secretferry_target_writes_total")  # the new SecretSync's is one
     r["rss_restart"] = rss_mib(op_pid(op))
     log(f"N={n} S={s}: restart cycle {fmt_s(r['restart_all'])}, lists {r['lists_restart']}")
     op.stop()
@@ -280,7 +282,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"  N={r['N']} S={r['S']}: reconciles start={r['reconciles_start']:.0f} "
             f"{ {k: int(v) for k, v in r['results_start'].items() if v} }, "
             f"mean sync {r['sync_mean'] * 1000:.1f} ms, "
-            f"open streams {r['streams']}, reconciles restart={r['reconciles_restart']:.0f}, "
+            f"open streams {r['streams']}, reconciles restart={r['reconciles_restart']:.0f} "
+            f"(writes {r['writes_restart']:.0f}, one of them the new SecretSync's), "
             f"RSS after restart {r['rss_restart']:.0f} MiB"
         )
         if "cpu_idle_pct" in r:

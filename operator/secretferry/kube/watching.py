@@ -47,7 +47,7 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED", "SYNCED"]
 # Objects per LIST page. Since the early watch delivers changes made during a LIST, the page size
 # no longer decides how long a new object waits; it trades round trips against the transient
 # memory of a decoded page (2,000 Secrets with managedFields ≈ 25 MB, and at a restart two such
-# LISTs run at once: 186–192 MiB RSS after a restart with 10,000 objects at 2,000 per page).
+# LISTs run at once: 186 to 192 MiB RSS after a restart with 10,000 objects at 2,000 per page).
 LIST_PAGE_SIZE = 1000
 # The server ends each watch after this long; re-watching from the last resourceVersion costs one
 # cheap request, and a short-ish period bounds how long a silently broken connection can linger.
@@ -131,14 +131,22 @@ class _Listed:
 
 
 async def _list_while_watching(
-    kube: Kube, *, path: str, label_selector: str | None, timeout_seconds: int
+    kube: Kube,
+    *,
+    path: str,
+    label_selector: str | None,
+    timeout_seconds: int,
+    list_after: asyncio.Event | None = None,
 ) -> AsyncGenerator[WatchEvent | _Listed, None]:
-    """A full LIST (``listed`` events, then ``_Listed``) with changes made meanwhile interleaved."""
+    """A full LIST (``listed`` events, then ``_Listed``) with changes made meanwhile interleaved.
+    The LIST waits for ``list_after`` if given; the early watch does not."""
     since = await _current_version(kube, path, label_selector)
     out: asyncio.Queue[WatchEvent | _Listed | BaseException] = asyncio.Queue()
 
     async def listing() -> None:
         try:
+            if list_after is not None:
+                await list_after.wait()
             listed = ""
             async for items, page_version in list_pages(kube, path=path, label_selector=label_selector):
                 listed = page_version
@@ -234,9 +242,14 @@ async def watch(
     label_selector: str | None = None,
     namespace: str | None = None,
     timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+    list_after: asyncio.Event | None = None,
 ) -> AsyncGenerator[WatchEvent, None]:
     """Infinite ADDED/MODIFIED/DELETED stream of ``path`` (a collection: ``/api/v1/secrets``,
-    ``/apis/secretferry.io/v1alpha1/secretsyncs``), with ``SYNCED`` after every full listing."""
+    ``/apis/secretferry.io/v1alpha1/secretsyncs``), with ``SYNCED`` after every full listing.
+
+    ``list_after``: the LISTs wait until it is set (changes are passed on meanwhile): a caller
+    with more urgent requests keeps the apiserver free of a 10,000-object LIST until they are done.
+    """
     full_path = scoped_path(path, namespace)
     resource_version: str | None = None
     failures = 0
@@ -244,7 +257,11 @@ async def watch(
         try:
             if resource_version is None:
                 listing = _list_while_watching(
-                    kube, path=full_path, label_selector=label_selector, timeout_seconds=timeout_seconds
+                    kube,
+                    path=full_path,
+                    label_selector=label_selector,
+                    timeout_seconds=timeout_seconds,
+                    list_after=list_after,
                 )
                 listed = ""
                 async with contextlib.aclosing(listing):  # closing us stops its requests at once

@@ -123,25 +123,32 @@ class Controller:
         self._spawn(self._boot(), "start-up")
 
     async def _boot(self) -> None:
-        """Identities first, their logins next, the big LISTs last.
+        """Watches at once, identities next, their logins then, the big LISTs last.
 
         Why this order: while the apiserver serves 10,000 SecretSyncs and 10,000 Secrets, every
         other request waits for CPU. Measured at 10,000 objects: listing the identities took 0.7 s
         and the first login (TokenRequest, then the service's TokenReview) 1 s when made during
         those LISTs, and a SecretSync created right after start waited for both; made before
-        them, they take tens of milliseconds. The logins get a head start, not a veto: a service
-        that is down must not hold up the intake.
+        them, they take tens of milliseconds. The watches' early part (watching.py) runs from the
+        start, so what is created meanwhile is live work, not part of the LIST. The logins get a
+        head start, not a veto: a service that is down must not hold up the intake.
         """
-        await self._list_identities()
-        checks = [self._spawn_identity_check(entry) for entry in self.identities.entries()]
-        if checks:
-            await asyncio.wait(checks, timeout=_LOGIN_HEAD_START_SECONDS)
+        lists_may_start = asyncio.Event()
         namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
         for kind_path in ("/api/v1/secrets", "/api/v1/configmaps"):
             for ns in namespaces:
-                self._spawn(self._watch_targets(kind_path, ns), f"watch {kind_path} {ns or '*'}")
+                self._spawn(
+                    self._watch_targets(kind_path, ns, lists_may_start), f"watch {kind_path} {ns or '*'}"
+                )
         for ns in namespaces:
-            self._spawn(self._watch_syncs(ns), f"watch secretsyncs {ns or '*'}")
+            self._spawn(self._watch_syncs(ns, lists_may_start), f"watch secretsyncs {ns or '*'}")
+        try:
+            await self._list_identities()
+            checks = [self._spawn_identity_check(entry) for entry in self.identities.entries()]
+            if checks:
+                await asyncio.wait(checks, timeout=_LOGIN_HEAD_START_SECONDS)
+        finally:
+            lists_may_start.set()
         self._spawn(self._resync_loop(), "resync loop")
         self._spawn(self._start_workers_when_ready(len(namespaces) * 2), "workers")
 
@@ -163,11 +170,13 @@ class Controller:
         self._tasks.append(asyncio.create_task(coro, name=name))
 
     # --- managed Secrets / ConfigMaps -------------------------------------------------------
-    async def _watch_targets(self, path: str, namespace: str | None) -> None:
+    async def _watch_targets(self, path: str, namespace: str | None, lists_may_start: asyncio.Event) -> None:
         kind = "Secret" if path.endswith("secrets") else "ConfigMap"
         selector = f"{labels.MANAGED_BY_LABEL}={labels.MANAGED_BY_VALUE}"
         seen: set[state.TargetKey] = set()
-        async for event in watching.watch(self.kube, path=path, label_selector=selector, namespace=namespace):
+        async for event in watching.watch(
+            self.kube, path=path, label_selector=selector, namespace=namespace, list_after=lists_may_start
+        ):
             if event.type == "SYNCED":
                 for gone in [k for k in self.targets.objects if k[0] == kind and k not in seen]:
                     if namespace is None or gone[1] == namespace:
@@ -246,13 +255,15 @@ class Controller:
             self.queue.enqueue(owner, live=True)
 
     # --- SecretSync intake ---------------------------------------------------------------------
-    async def _watch_syncs(self, namespace: str | None) -> None:
+    async def _watch_syncs(self, namespace: str | None, lists_may_start: asyncio.Event) -> None:
         path = f"/apis/{models_base.GROUP}/{models_base.VERSION}/secretsyncs"
         seen: set[state.SyncKey] = set()
         # Objects a watch event deleted while a LIST was still arriving: a list item may show them
         # from before their deletion (watching.py, early watch) and must not bring them back.
         deleted_uids: set[str] = set()
-        async for event in watching.watch(self.kube, path=path, namespace=namespace):
+        async for event in watching.watch(
+            self.kube, path=path, namespace=namespace, list_after=lists_may_start
+        ):
             if event.type == "SYNCED":
                 for gone in [
                     k for k in self.syncs if k not in seen and (namespace is None or k[0] == namespace)

@@ -121,35 +121,30 @@ async def test_gone_during_watch_relists(
         assert (event.type, _name(event)) == ("ADDED", "y")
 
 
-async def test_a_change_during_a_slow_list_arrives_before_the_list(
+async def test_a_change_during_a_held_back_list_arrives_before_the_list(
     kube: client.Kube, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The early watch: an object created while a long LIST is still coming in is delivered at
-    once, not after the whole listing (a new SecretSync during a 10,000-object start-up)."""
+    """The early watch: an object created while the LIST is held back (``list_after``) or still
+    coming in is delivered at once, not after the whole listing (a new SecretSync during a
+    10,000-object start-up)."""
     for i in range(3):
         await objects.apply(kube, _secret(namespace, f"old{i}", "v"), force=True)
-    real_pages, real_watch_once = watching.list_pages, watching.watch_once
+    real_watch_once = watching.watch_once
     list_gate, early_watching = asyncio.Event(), asyncio.Event()
-
-    async def slow_pages(*args: Any, **kwargs: Any) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
-        await list_gate.wait()
-        async for page in real_pages(*args, **kwargs):
-            yield page
 
     async def observed_once(*args: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
         early_watching.set()  # called with the version read before the LIST: later changes replay
         async for event in real_watch_once(*args, **kwargs):
             yield event
 
-    monkeypatch.setattr(watching, "list_pages", slow_pages)
     monkeypatch.setattr(watching, "watch_once", observed_once)
-    async with contextlib.aclosing(watching.watch(kube, path=SECRETS, namespace=namespace)) as stream:
+    stream = watching.watch(kube, path=SECRETS, namespace=namespace, list_after=list_gate)
+    async with contextlib.aclosing(stream):
         first = asyncio.ensure_future(_next(stream))
         await asyncio.wait_for(early_watching.wait(), 30)
         await objects.apply(kube, _secret(namespace, "fresh", "v"), force=True)
         event = await first
         assert (event.type, _name(event), event.listed) == ("ADDED", "fresh", False)
-        assert not list_gate.is_set()  # it came while the LIST was still held back
         list_gate.set()
         rest = [await _next(stream) for _ in range(5)]
         assert [e.type for e in rest] == ["ADDED"] * 4 + ["SYNCED"]
