@@ -307,8 +307,9 @@ class Controller:
                 current.force_annotation, current.force_pending = force, force is not None
                 self.queue.enqueue(key, live=True)
             return  # a status-only change, most likely our own patch echoing back
-        fresh = current is None or current.uid != uid
-        status = slim.status(body.get("status")) if fresh or current is None else current.status
+        # Status as we last wrote it, unless this is a new object (or one recreated under the name).
+        same = current is not None and current.uid == uid
+        status = current.status if current is not None and same else slim.status(body.get("status"))
         self.syncs[key] = state.SyncEntry(
             key=key,
             uid=uid,

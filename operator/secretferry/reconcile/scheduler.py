@@ -17,8 +17,8 @@ runs again right after.
 :meth:`Scheduler.step_aside` lets a running job wait until the live work around it is done,
 handing its worker slot to a stand-in meanwhile. Reconciles use it for the status patch that
 follows a routine Secret write: one event nudging 50 SecretSyncs then costs 50 writes first and
-50 status patches after, instead of the two interleaved (measured: median change → Secret 92 →
-~75 ms; without the stand-in the waiting jobs would starve the live work they wait for).
+50 status patches after, instead of the two interleaved (measured: median change → Secret 93 →
+80 ms; without the stand-in the waiting jobs would starve the live work they wait for).
 """
 
 from __future__ import annotations
