@@ -123,11 +123,6 @@ class Scheduler(Generic[K]):
         self._delayed_due.pop(key, None)
 
     @property
-    def live_waiting(self) -> bool:
-        """Whether live work is queued and not yet taken by a worker."""
-        return self._live_queued > 0
-
-    @property
     def pending(self) -> int:
         return len(self._queued) + len(self._running)
 
