@@ -63,7 +63,7 @@ async def test_a_burst_of_changes_in_one_namespace_lists_workloads_once_per_kind
         manager.data_changed(_sync("team", f"app{i}"), f"s{i}", f"hmac-{i}", ref)
     explicit = _sync("team", "extra", rolloutRestartTargets=[{"kind": "StatefulSet", "name": "db"}])
     manager.data_changed(explicit, "s-extra", "hmac-x", ref)
-    for _ in range(100):
+    for _ in range(300):
         await asyncio.sleep(0.02)
         if manager.restarts == 4:
             break
@@ -87,7 +87,7 @@ async def test_a_change_during_a_listing_gets_a_listing_of_its_own() -> None:
     await asyncio.sleep(0.01)  # the first listing is under way now
     kube.deployments = [_deployment("late", "s1")]
     manager.data_changed(_sync("team", "b"), "s1", "h1", ref)
-    for _ in range(100):
+    for _ in range(300):
         await asyncio.sleep(0.02)
         if manager.restarts == 1:
             break

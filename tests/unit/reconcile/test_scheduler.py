@@ -181,7 +181,7 @@ async def test_stepping_aside_waits_at_most_the_limit() -> None:
     s.enqueue("slow", live=True)
     s.enqueue("a", live=True)
     s.start()
-    for _ in range(100):
+    for _ in range(300):
         await asyncio.sleep(0.01)
         if "s:a" in order:
             break
