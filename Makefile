@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 DEVCLUSTER_DIR ?= .devcluster
 
 .PHONY: setup control-plane lint typecheck imports test test-unit test-integration demo demo-down \
-        cluster-up cluster-down crds chart-crds bench clean
+        cluster-up cluster-down crds chart-crds bench clean node-deps image
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing secretferry with its dev tools"
@@ -18,8 +18,21 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The control plane and the node's kubelet + kube-scheduler, built from source once per version.
 control-plane:
-	@bash hack/build-control-plane.sh >/dev/null
+	@bash hack/build-control-plane.sh --node >/dev/null
+
+# Debian packages for the local node and its images (containerd, runc, buildah, ...); needs root.
+node-deps:
+	@bash hack/node-deps.sh
+
+# pause, busybox, the Python base and localhost/secretferry:dev as OCI archives (cached by content);
+# the operator image goes into the running local node when there is one.
+image: setup node-deps
+	@out=$$(bash hack/build-node-images.sh) && echo "$$out" \
+	  && if [ -f $(DEVCLUSTER_DIR)/state.json ]; then \
+	    $(BIN)/python -m secretferry.devcluster load-image "$$(sed -n 's/^secretferry=//p' <<< "$$out")" --dir $(DEVCLUSTER_DIR); \
+	  fi
 
 lint: setup
 	$(BIN)/ruff check operator tests bench
@@ -34,10 +47,10 @@ imports: setup
 test-unit: setup
 	$(BIN)/pytest -q tests/unit
 
-test-integration: setup control-plane
+test-integration: setup control-plane node-deps
 	$(BIN)/pytest -q tests/integration
 
-test: setup control-plane lint typecheck imports
+test: setup control-plane node-deps lint typecheck imports
 	$(BIN)/pytest -q -ra tests
 
 crds: setup
@@ -46,14 +59,15 @@ crds: setup
 chart-crds: crds
 	bash hack/sync-chart-crds.sh
 
-cluster-up: setup control-plane
+cluster-up: setup control-plane node-deps
 	@$(BIN)/python -m secretferry.devcluster up --dir $(DEVCLUSTER_DIR)
 
 cluster-down: setup
 	@$(BIN)/python -m secretferry.devcluster down --dir $(DEVCLUSTER_DIR)
 
-demo: setup control-plane
-	@$(BIN)/python hack/demo.py
+# KEEP=1 leaves everything running and prints how to look around; `make demo-down` stops it.
+demo: setup control-plane node-deps
+	@$(BIN)/python hack/demo.py $(if $(KEEP),--keep)
 
 demo-down: setup
 	@$(BIN)/python hack/demo.py --down

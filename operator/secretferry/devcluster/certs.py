@@ -174,3 +174,18 @@ def generate(directory: Path) -> Pki:
         )
     )
     return pki
+
+
+def issue_client(pki: Pki, *, directory: Path, cn: str, org: str | None = None) -> tuple[Path, Path]:
+    """A client certificate signed by the cluster CA (e.g. the kubelet's ``system:node:<name>``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key} is not an EC key")
+    ca_name = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
+    key = _key()
+    cert = _issue(subject=_name(cn, org), key=key, ca_name=ca_name, ca_key=ca_key, client=True)
+    cert_path, key_path = directory / "client.crt", directory / "client.key"
+    _write_key(key_path, key)
+    _write_cert(cert_path, cert)
+    return cert_path, key_path

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -29,7 +28,9 @@ from pathlib import Path
 
 import yaml
 
-from secretferry.devcluster import binaries, certs
+from secretferry.devcluster import binaries, certs, images
+from secretferry.devcluster import node as node_mod
+from secretferry.devcluster.net import free_port as free_port  # re-exported for tests
 
 _ISSUER = "https://kubernetes.default.svc.cluster.local"
 _READY_TIMEOUT_SECONDS = 90.0  # a cold apiserver on 2 loaded cores has been seen to take ~20 s
@@ -50,12 +51,6 @@ REVIEWER_NAMESPACE = "kube-system"
 REVIEWER_NAME = "secretferry-token-reviewer"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class ControlPlane:
     """A running control plane; ``stop()`` ends exactly the processes it started."""
@@ -67,20 +62,25 @@ class ControlPlane:
     kubeconfig: Path
     pids: dict[str, int] = field(default_factory=dict)
     owns_workdir: bool = False
+    node: node_mod.Node | None = None
 
     @property
     def ca_pem(self) -> str:
         return self.pki.ca_cert.read_text()
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        """Run kubectl against this cluster and return its stdout."""
-        proc = subprocess.run(
+    def kubectl_run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster; the caller reads the exit code and both streams."""
+        return subprocess.run(
             [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
             input=input,
             capture_output=True,
             text=True,
             check=False,
         )
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        """Run kubectl against this cluster and return its stdout."""
+        proc = self.kubectl_run(*args, input=input)
         if check and proc.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc.stdout
@@ -151,6 +151,9 @@ class ControlPlane:
 
     def stop(self) -> None:
         """Stop our processes (newest first) and remove the work directory if we made it."""
+        if self.node is not None:
+            self.node.stop()
+            self.node = None
         for name, pid in reversed(list(self.pids.items())):
             _terminate(pid, name)
         self.pids.clear()
@@ -160,10 +163,32 @@ class ControlPlane:
         if self.owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def save_state(self) -> None:
-        (self.workdir / "state.json").write_text(
-            json.dumps({"pids": self.pids, "server": self.server, "bin_dir": str(self.bin_dir)})
+    def save_state(self, node_state: node_mod.NodeState | None = None) -> None:
+        """Record every pid (the node's too) so ``make cluster-down`` can stop what a crash left."""
+        state: dict[str, object] = {"pids": self.pids, "server": self.server, "bin_dir": str(self.bin_dir)}
+        node_state = node_state or (self.node.state if self.node else None)
+        if node_state is not None:
+            state["node"] = node_mod.state_dict(node_state)
+        (self.workdir / "state.json").write_text(json.dumps(state))
+
+    def start_node(self, *, extra_images: tuple[str, ...] = (images.OPERATOR,)) -> node_mod.Node:
+        """Join a kubelet node (with pause, busybox and ``extra_images`` imported) to this cluster."""
+        bin_dir = binaries.ensure(node=True)
+        archives = images.ensure(images.PAUSE, images.BUSYBOX, *extra_images)
+        logdir = self.workdir / "logs"
+        self.node = node_mod.start(
+            workdir=self.workdir / "node",
+            bin_dir=bin_dir,
+            pki=self.pki,
+            server=self.server,
+            admin_kubeconfig=self.kubeconfig,
+            kubectl=self.kubectl,
+            images=list(archives.values()),
+            spawn=lambda name, argv: _spawn(name, argv, logdir),
+            on_state=self.save_state,
         )
+        self.save_state()
+        return self.node
 
 
 def _terminate(pid: int, name: str) -> None:
@@ -358,6 +383,8 @@ def stop_from_state(workdir: Path) -> bool:
     if not state.exists():
         return False
     data = json.loads(state.read_text())
+    if "node" in data:
+        node_mod.stop(node_mod.state_from_dict(data["node"]))
     for name, pid in reversed(list(data["pids"].items())):
         _terminate(int(pid), name)
     state.unlink()

@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from secretferry.devcluster.cluster import free_port
+from secretferry.devcluster.net import free_port
 
 
 class OperatorProcess:

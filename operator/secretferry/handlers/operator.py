@@ -20,7 +20,7 @@ import kopf
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
-from secretferry.kube import hmackey, leases
+from secretferry.kube import hmackey, incluster, leases
 from secretferry.models import base as models_base
 from secretferry.reconcile import controller as controller_mod
 from secretferry.reconcile import identities as ident_mod
@@ -93,10 +93,46 @@ async def _lead(
 
 
 @kopf.on.login()
-def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """kopf's own credential readers: its default would import the sync ``kubernetes`` client
-    just to read a kubeconfig (about 40 MiB of the operator's memory)."""
-    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+def login(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """The same choice as ``kube_client.connect()``: an explicit kubeconfig, in-cluster, $KUBECONFIG.
+
+    Not kopf's ``login_with_service_account``: it dials ``kubernetes.default.svc``, which does not
+    resolve everywhere. Not kopf's default login either: it imports the sync ``kubernetes``
+    client just to read a kubeconfig (about 40 MiB of the operator's memory).
+    """
+    cfg: settings_mod.Settings = memo.settings
+    if not cfg.kubeconfig:  # runtime exports it as $KUBECONFIG for the fallback below
+        info = _in_cluster_login(memo, trust_env=settings.networking.trust_env)
+        if info is not None:
+            return info
+    return kopf.login_with_kubeconfig(settings=settings, **kwargs)
+
+
+def _in_cluster_login(memo: kopf.Memo, *, trust_env: bool) -> kopf.ConnectionInfo | None:
+    """kopf's vault drops credentials once ``expiration`` passes (checked at its next API call)
+    and calls this again, so the token file is re-read about as often as client-go does. The
+    ``TokenFile`` lives in ``memo``: an unchanged token must come back equal (see its
+    ``reread``)."""
+    state: tuple[incluster.InClusterConfig, incluster.TokenFile] | None = getattr(memo, "in_cluster", None)
+    if state is None:
+        try:
+            config = incluster.load(os.environ, incluster.SERVICE_ACCOUNT_DIR)
+        except kube_errors.NotConfigured as exc:
+            raise kopf.PermanentError(exc.message) from exc
+        if config is None:
+            return None
+        state = memo.in_cluster = (config, incluster.TokenFile(config.token_path))
+    config, token_file = state
+    token = token_file.reread()
+    return kopf.ConnectionInfo(
+        server=config.server,
+        ca_path=str(config.ca_path),
+        scheme="Bearer",
+        token=token.value,
+        default_namespace=config.namespace,
+        expiration=token.reread_at,
+        trust_env=trust_env,
+    )
 
 
 @kopf.on.cleanup()

@@ -4,6 +4,8 @@ One module per responsibility, each a handful of async functions taking a :class
 first::
 
     client      connect() → Kube; Kube.request()/stream(): raw JSON over kubernetes_asyncio's aiohttp pool
+    incluster   in-cluster config (KUBERNETES_SERVICE_HOST/PORT, ServiceAccount files), token re-reads;
+                shared with kopf's login handler
     errors      KubeError tree (NotFound, Conflict, Gone, Unavailable, …); nothing foreign leaks out
     objects     Secrets/ConfigMaps: get, server-side apply, delete
     status      merge patches of /status and annotations on our custom resources

@@ -1,9 +1,10 @@
 """The connection to the apiserver and the raw JSON request helpers every other module uses.
 
 Why raw JSON: at 10,000 objects the generated models' (de)serialisation costs more CPU than the
-HTTP round trip. We keep kubernetes_asyncio for what it does well — reading kubeconfigs and
-in-cluster config, TLS, proxies, bearer-token refresh — and send plain dicts through
+HTTP round trip. We keep kubernetes_asyncio for what it does well — reading kubeconfigs, TLS,
+proxies, bearer-token refresh — and send plain dicts through
 ``ApiClient.call_api(..., _preload_content=False)``, which hands back the aiohttp response.
+In-cluster config comes from :mod:`secretferry.kube.incluster`, the reader kopf's login uses too.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from secretferry.kube import errors
+from secretferry.kube import errors, incluster
 
 # Long enough for a slow apiserver on loaded cores, short enough that a hung connection turns into
 # a retryable Unavailable within one reconcile's patience.
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 30.0
 _CONNECT_TIMEOUT_SECONDS = 10.0  # a TCP/TLS handshake on loopback or in-cluster takes milliseconds
-_ENV_SERVICE_HOST = "KUBERNETES_SERVICE_HOST"  # set by the kubelet in every pod
 _DEFAULT_KUBECONFIG = Path.home() / ".kube" / "config"
 
 QueryValue = str | int | bool | None
@@ -158,13 +158,21 @@ async def connect(
     kubeconfig: str | None = None,
     connection_limit: int = 100,
     request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    env: Mapping[str, str] | None = None,
+    service_account_dir: Path | None = None,
+    clock: incluster.Clock = incluster.utc_now,
 ) -> Kube:
     """Connect using, in order: the given kubeconfig, in-cluster config, then $KUBECONFIG (or ~/.kube/config).
 
     Token, client-certificate and exec kubeconfigs all work (kubernetes_asyncio reads them). In a
-    pod the projected ServiceAccount token is re-read from disk as the kubelet rotates it.
-    ``connection_limit`` bounds concurrent connections, watches included.
+    pod the server is ``KUBERNETES_SERVICE_HOST:PORT`` and the projected ServiceAccount token is
+    re-read from disk as the kubelet rotates it (:mod:`secretferry.kube.incluster`).
+    ``connection_limit`` bounds concurrent connections, watches included. ``env`` (default
+    ``os.environ``), ``service_account_dir`` (default ``incluster.SERVICE_ACCOUNT_DIR``) and
+    ``clock`` exist so tests can fake a pod.
     """
+    environ = os.environ if env is None else env
+    sa_dir = incluster.SERVICE_ACCOUNT_DIR if service_account_dir is None else service_account_dir
     configuration = k8s_client.Configuration()
     configuration.connection_pool_maxsize = connection_limit
     try:
@@ -172,10 +180,11 @@ async def connect(
             await k8s_config.load_kube_config(
                 config_file=kubeconfig, client_configuration=configuration, persist_config=False
             )
-        elif os.environ.get(_ENV_SERVICE_HOST):
-            k8s_config.load_incluster_config(client_configuration=configuration)
+        elif (in_cluster := incluster.load(environ, sa_dir)) is not None:
+            token_file = incluster.TokenFile(in_cluster.token_path, clock=clock)
+            _use_in_cluster(configuration, in_cluster, token_file)
         else:
-            path = os.environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG)
+            path = environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG)
             await k8s_config.load_kube_config(
                 config_file=path, client_configuration=configuration, persist_config=False
             )
@@ -190,6 +199,25 @@ async def connect(
     if session is not None and hasattr(session, "_trust_env"):
         session._trust_env = False
     return Kube(api, request_timeout_seconds=request_timeout_seconds)
+
+
+def _use_in_cluster(
+    configuration: Any, config: incluster.InClusterConfig, token_file: incluster.TokenFile
+) -> None:
+    """Point a kubernetes_asyncio configuration at the in-cluster apiserver.
+
+    kubernetes_asyncio calls ``refresh_api_key_hook`` before every request; ours hands it the
+    token file's current copy, which :class:`incluster.TokenFile` re-reads once a minute.
+    """
+    configuration.host = config.server
+    configuration.ssl_ca_cert = str(config.ca_path)
+    configuration.api_key_prefix["BearerToken"] = "Bearer"
+    configuration.api_key["BearerToken"] = token_file.current().value
+
+    def refresh(conf: Any) -> None:
+        conf.api_key["BearerToken"] = token_file.current().value
+
+    configuration.refresh_api_key_hook = refresh
 
 
 def cached(kube: Kube, key: str, *, ttl_seconds: float) -> bool | None:

@@ -9,7 +9,6 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from kubernetes_asyncio.config import incluster_config
 
 from secretferry.devcluster.cluster import ControlPlane, free_port
 from secretferry.kube import client, errors
@@ -105,9 +104,7 @@ async def test_in_cluster_config(
     server = urlsplit(control_plane.server)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", str(server.hostname))
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
-    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token_file))
-    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca_file))
-    kube = await client.connect()
+    kube = await client.connect(service_account_dir=tmp_path)
     try:
         listed = await kube.request("GET", f"/api/v1/namespaces/{namespace}/secrets")
         assert listed["kind"] == "SecretList"
