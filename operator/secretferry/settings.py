@@ -24,6 +24,13 @@ class Settings(BaseSettings):
     kubeconfig: str | None = Field(
         None, description="Kubeconfig path; unset means in-cluster or $KUBECONFIG."
     )
+    pod_name: str = Field(
+        "",
+        description=(
+            "This replica's name as a Lease holder (the chart sets it from the pod name); empty means"
+            " $HOSTNAME. Not HOSTNAME alone: with hostNetwork every replica on a node has the node's."
+        ),
+    )
 
     # --- the service ----------------------------------------------------------------------
     default_host_api: str = Field(

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -43,7 +44,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.peering.clusterwide = not cfg.watched_namespaces()
     kube = await kube_client.connect(kubeconfig=cfg.kubeconfig)
     key = await hmackey.get_or_create(kube, namespace=cfg.namespace, name=cfg.hmac_key_secret)
-    instance = os.environ.get("HOSTNAME") or socket.gethostname()
+    instance = instance_name(cfg, os.environ)
     controller = controller_mod.Controller(kube=kube, settings=cfg, hmac_key=key, instance=instance)
     memo.kube, memo.controller = kube, controller
     if cfg.peering:
@@ -52,6 +53,12 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     else:
         await controller.start()
         log.info("secretferry started (namespaces: %s)", ", ".join(cfg.watched_namespaces()) or "all")
+
+
+def instance_name(cfg: settings_mod.Settings, env: Mapping[str, str]) -> str:
+    """This replica's Lease holder identity: the pod name the chart passes in, else the host name.
+    Under hostNetwork HOSTNAME is the node's, shared by every replica on it."""
+    return cfg.pod_name or env.get("HOSTNAME") or socket.gethostname()
 
 
 # A leader renews every 5 s and holds the Lease for 15 s: a crashed leader is replaced within

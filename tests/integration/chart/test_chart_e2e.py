@@ -108,6 +108,8 @@ def _deployment_env(cp: ControlPlane, namespace: str, name: str) -> dict[str, st
     for var in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
         if "valueFrom" not in var:
             env[var["name"]] = var.get("value", "")  # the apiserver drops empty values
+        elif var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name":
+            env[var["name"]] = "local-operator"  # the pod's name; there is no pod here
         else:
             assert var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace", var
             env[var["name"]] = namespace
