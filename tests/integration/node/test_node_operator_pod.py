@@ -148,7 +148,10 @@ def test_a_replacement_pod_resumes_without_rewriting_unchanged_secrets(
     (new_name,) = operator.wait_ready(1, exclude=[old["metadata"]["name"]])
 
     def checked_again() -> bool:
-        metrics = operator.metrics()
+        try:
+            metrics = operator.metrics()
+        except OSError:  # Ready (running) before its metrics endpoint listens
+            return False
         return any(
             line.startswith('secretferry_syncs_total{result="unchanged"}') and float(line.split()[-1]) >= 1
             for line in metrics.splitlines()
