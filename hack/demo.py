@@ -464,8 +464,14 @@ def run(*, keep_logs: bool = False, keep: bool = False) -> int:  # a linear scri
         if reader is not None:
             period = node.KUBELET_SYNC_SECONDS
             info(f"(a mounted file follows its Secret at the kubelet's next pod sync: every {period} s")
-            info(" here, every minute with the kubelet's default syncFrequency)")
-            block(cp.kubectl("logs", "-n", "demo", reader, "--tail=2"))
+            info(" here, every minute with the kubelet's default syncFrequency); the pod's own log:")
+            wait_for(
+                lambda: "db2.dev.example" in cp.kubectl("logs", "-n", "demo", reader, "--tail=1"),
+                timeout=30,
+                what="the consumer to print the new DB_HOST",
+                interval=0.2,
+            )
+            block(cp.kubectl("logs", "-n", "demo", reader, "--tail=3"))
         show_secret(cp, "demo", "shop-config")
 
         step("a write at the service that changes nothing: no Secret write, so no rollout")

@@ -541,6 +541,24 @@ def stop(state: NodeState) -> None:
             path.rmdir()
 
 
+def leftovers(state: NodeState) -> list[str]:
+    """What of this node is still on the host (empty after a clean ``stop``): processes, mounts,
+    cgroups, network namespaces, kernel settings, directories. The node tests assert it."""
+    found = [f"process {pid}" for pid in _processes_mentioning(state.socket)]
+    netns_list = Path(state.workdir) / "cni-state" / "netns.list"
+    netns = {os.path.realpath(n) for n in (netns_list.read_text().split() if netns_list.exists() else [])}
+    found += [f"mount {m}" for m in _mounts_under([state.workdir, state.run_dir, *netns])]
+    found += [f"network namespace {n}" for n in netns if os.path.exists(n)]
+    found += [f"cgroup {d}" for d in _cgroup_dirs(state.cgroup) if d.is_dir()]
+    now = _read_sysctls()
+    found += [f"sysctl {k}={now.get(k)} (was {v})" for k, v in state.sysctls.items() if now.get(k) != v]
+    found += [f"directory {d}" for d in (state.run_dir,) if os.path.exists(d)]
+    found += [f"directory /run/{d}" for d in state.created_run_dirs if (Path("/run") / d).exists()]
+    if state.created_shim_dir and _SHIM_DIRS[0].parent.exists():
+        found.append(f"directory {_SHIM_DIRS[0].parent}")
+    return found
+
+
 def _remove_containers(state: NodeState) -> None:
     """Kill and delete every task and container, so the shims unmount root filesystems and exit."""
 

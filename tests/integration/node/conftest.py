@@ -22,11 +22,15 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.C
     if reason:
         pytest.skip(f"no local node on this host: {reason}")
     cp = cluster.start(tmp_path_factory.mktemp("node-cluster"))
+    state = None
     try:
-        cp.start_node()
+        state = cp.start_node().state
         yield cp
     finally:
         cp.stop()
+    # Leaving the host as it was found is part of the node's contract (a shared machine).
+    left = node.leftovers(state) if state is not None else []
+    assert not left, f"the node left {len(left)} thing(s) on the host: {left}"
 
 
 @pytest.fixture(scope="session")
