@@ -7,6 +7,7 @@ operator can be exercised end to end without the real service. Layout (one respo
 - ``db`` / ``store`` / ``identity_store``: SQLite schema and data access.
 - ``listing``: list-secrets semantics (recursion, imports, overrides, filters, expansion, ETag).
 - ``tokens`` / ``auth`` / ``tokenreview``: access tokens, logins, the Kubernetes TokenReview.
+- ``admin_token``: the token that locks ``/_admin`` (given, or generated into a 0600 file).
 - ``permissions`` / ``globs``: roles, additional privileges and their path/environment conditions.
 - ``events``: per-subscriber queues and the two message shapes.
 - ``faults`` / ``stats``: ASGI middleware for fault injection and request counters.

@@ -34,8 +34,13 @@ def create_app(config: DevServerConfig | None = None) -> FastAPI:
         seed.apply(state, config.seed or {})
         state.db.mark_seeded()
         log.info("seeded a fresh database at %s", config.data_path)
+    # FastAPI's own docs and OpenAPI routes would be public; ``routes_admin`` serves both, locked.
     app = FastAPI(
-        title="secretferry dev server", version=__version__, docs_url="/_admin/docs", redoc_url=None
+        title="secretferry dev server",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.dev = state
     errors.install(app)

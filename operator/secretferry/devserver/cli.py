@@ -38,7 +38,17 @@ def parser() -> argparse.ArgumentParser:
         "--no-events-plan", action="store_true", help="answer subscriptions 400 (plan lacks events)"
     )
     p.add_argument("--stream-cap", type=int, default=5, help="open streams per (project, identity)")
-    p.add_argument("--admin-token", help="require X-Admin-Token on /_admin")
+    admin = p.add_mutually_exclusive_group()
+    admin.add_argument(
+        "--admin-token",
+        help="X-Admin-Token value the admin API (/_admin) requires; visible in the process list, "
+        "so on a shared machine prefer the generated one (default: a random token per start)",
+    )
+    admin.add_argument(
+        "--admin-token-file",
+        type=Path,
+        help="where the generated admin token is written, mode 0600 (default: <data>.admin-token)",
+    )
     p.add_argument("--faults", help="fault document: a YAML/JSON file path or inline JSON")
     p.add_argument("--log-level", default="info")
     return p
@@ -66,6 +76,7 @@ def config_from(args: argparse.Namespace) -> DevServerConfig:
         events_plan=not args.no_events_plan,
         stream_cap=args.stream_cap,
         admin_token=args.admin_token,
+        admin_token_file=args.admin_token_file,
         faults=_faults(args.faults),
     )
 

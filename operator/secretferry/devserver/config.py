@@ -38,7 +38,10 @@ class DevServerConfig:
     stream_cap: int = 5
     """Open streams allowed per (project, identity); the next one gets 429."""
     admin_token: str | None = None
-    """When set, ``/_admin`` requires header ``X-Admin-Token`` with this value."""
+    """Header ``X-Admin-Token`` value ``/_admin`` requires; None: generate one at start (see
+    ``admin_token``), since the admin API is never open."""
+    admin_token_file: Path | None = None
+    """Where a generated admin token is written (mode 0600); None: ``<data_path>.admin-token``."""
     faults: dict[str, Any] | None = None
     """Initial fault-injection document (see ``faults.FaultSet``)."""
     clock: Callable[[], float] = field(default=time.time)

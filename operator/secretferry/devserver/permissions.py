@@ -20,7 +20,13 @@ SECRETS = "secrets"
 SECRET_FOLDERS = "secret-folders"
 SECRET_IMPORTS = "secret-imports"
 SECRET_EVENTS = "secret-events"
+DYNAMIC_SECRETS = "dynamic-secrets"
 ALL = "*"
+
+# "Dynamic Secrets" actions (real service names). Reading a definition returns its provider inputs
+# (root credentials), so the real service wants both of these for it, not a plain "read".
+READ_ROOT_CREDENTIAL = "read-root-credential"
+EDIT_ROOT_CREDENTIAL = "edit-root-credential"
 
 # Event kind → the "Secret Events" action that allows subscribing to it (real service names).
 EVENT_ACTIONS = {
@@ -31,6 +37,9 @@ EVENT_ACTIONS = {
 }
 _SUBSCRIBE = frozenset(EVENT_ACTIONS.values()) | {"read"}
 _WRITE = frozenset({"read", "create", "edit", "delete"})
+_DYNAMIC_ALL = frozenset(
+    {READ_ROOT_CREDENTIAL, EDIT_ROOT_CREDENTIAL, "create-root-credential", "delete-root-credential", "lease"}
+)
 
 ROLE_GRANTS: dict[str, dict[str, frozenset[str]]] = {
     "admin": {ALL: frozenset({ALL})},
@@ -39,12 +48,14 @@ ROLE_GRANTS: dict[str, dict[str, frozenset[str]]] = {
         SECRET_FOLDERS: _WRITE,
         SECRET_IMPORTS: _WRITE,
         SECRET_EVENTS: _SUBSCRIBE,
+        DYNAMIC_SECRETS: _DYNAMIC_ALL,
     },
     "viewer": {
         SECRETS: frozenset({"read"}),
         SECRET_FOLDERS: frozenset({"read"}),
         SECRET_IMPORTS: frozenset({"read"}),
         SECRET_EVENTS: _SUBSCRIBE,
+        DYNAMIC_SECRETS: frozenset({READ_ROOT_CREDENTIAL}),
     },
     "no-access": {},
 }
@@ -182,6 +193,15 @@ class Permissions:
             secret_path=secret_path,
         ):
             raise denied(action, subject, environment, secret_path)
+
+    def require_member(self, identity_id: str, project_id: str) -> None:
+        """403 for an identity that is not a member: the real service refuses it before it looks at
+        folders or rules, so a non-member learns nothing about what the project holds."""
+        if self.role(identity_id, project_id) is None:
+            raise PermissionDenied(
+                "You are not a member of this project",
+                details=[{"action": "read", "subject": "project", "conditions": {}}],
+            )
 
     def require_project_admin(self, identity_id: str, project_id: str) -> None:
         if self.role(identity_id, project_id) != "admin":

@@ -1,7 +1,9 @@
 """``/_admin``: test and demo controls (seed, direct writes, stats, faults, streams, tokens).
 
-Guarded by header ``X-Admin-Token`` when an admin token is configured. Never faulted, never counted
-in stats, so tests can always inspect and repair what they broke.
+Every route, the API docs and OpenAPI document included, requires header ``X-Admin-Token`` (see
+``admin_token``): these routes mint tokens for any identity and write secrets. The one exception
+is ``GET /_admin/health``. Never faulted, never counted in stats, so tests can always inspect and
+repair what they broke.
 """
 
 from __future__ import annotations
@@ -10,23 +12,30 @@ import json
 from typing import Annotated, Any
 
 import yaml
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Security
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, Field
 
-from secretferry.devserver import globs, identity_store, mutations, seed, wire
+from secretferry.devserver import admin_token, globs, identity_store, mutations, seed, wire
 from secretferry.devserver.auth import StateDep
-from secretferry.devserver.errors import ApiError, BadRequest, NotFound
+from secretferry.devserver.errors import BadRequest, NotFound, Unauthorized
 from secretferry.devserver.state import DevState, get_state
 from secretferry.devserver.store import Environment
 from secretferry.devserver.tokens import login_response
 
-ADMIN_HEADER = "x-admin-token"
+# A security scheme rather than a bare header read, so the docs page offers "Authorize" and its
+# "Try it out" requests carry the token.
+_admin_header = APIKeyHeader(name=admin_token.HEADER, auto_error=False)
 
 
-def require_admin(request: Request, state: Annotated[DevState, Depends(get_state)]) -> None:
-    expected = state.config.admin_token
-    if expected and request.headers.get(ADMIN_HEADER) != expected:
-        raise ApiError("Missing or wrong X-Admin-Token", name="UnauthorizedError", status=401)
+def require_admin(
+    provided: Annotated[str | None, Security(_admin_header)],
+    state: Annotated[DevState, Depends(get_state)],
+) -> None:
+    if not admin_token.matches(provided, state.admin_token):
+        raise Unauthorized(f"Missing or wrong {admin_token.HEADER}")
 
 
 router = APIRouter(prefix="/_admin", dependencies=[Depends(require_admin)])
@@ -56,8 +65,28 @@ class TokenRequest(BaseModel):
 
 @health_router.get("/_admin/health")
 async def health() -> dict[str, str]:
-    """Unguarded readiness probe (reveals nothing)."""
+    """Liveness, the only admin route without the token, so that a probe (``testing.DevServer``'s
+    wait for start-up, a container check) needs no secret. It answers a constant and so tells no
+    more than an open port does: no version, counts, configuration or state."""
     return {"status": "ok"}
+
+
+@router.get("/openapi.json", include_in_schema=False)
+async def openapi(request: Request) -> dict[str, Any]:
+    """The OpenAPI document: it lists every admin route, so it is locked like them."""
+    document: dict[str, Any] = request.app.openapi()
+    return document
+
+
+@router.get("/docs", include_in_schema=False)
+async def docs(request: Request) -> HTMLResponse:
+    """Swagger UI with the document inlined: the page cannot send the token when it fetches
+    ``/_admin/openapi.json`` itself."""
+    return get_swagger_ui_html(
+        openapi_url="/_admin/openapi.json",
+        title=f"{request.app.title} - admin",
+        swagger_ui_parameters={"spec": request.app.openapi()},
+    )
 
 
 async def _document(request: Request) -> dict[str, Any]:

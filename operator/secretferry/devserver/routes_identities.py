@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 
 from secretferry.devserver import globs, identity_store
-from secretferry.devserver.auth import Caller, CallerDep, StateDep, optional_caller
-from secretferry.devserver.errors import NotFound, PermissionDenied
+from secretferry.devserver.auth import Caller, CallerDep, StateDep
+from secretferry.devserver.errors import NotFound
 from secretferry.devserver.identity_store import public
-from secretferry.devserver.permissions import SECRETS
+from secretferry.devserver.permissions import DYNAMIC_SECRETS, EDIT_ROOT_CREDENTIAL, READ_ROOT_CREDENTIAL
 from secretferry.devserver.timeutil import iso
 
 router = APIRouter()
@@ -21,11 +21,7 @@ async def project_by_slug(slug: str, caller: CallerDep, state: StateDep) -> dict
     project = state.store.project_by_slug(slug)
     if project is None:
         raise NotFound(f"Project with slug '{slug}' not found")
-    if state.permissions.role(caller.identity_id, project.id) is None:
-        raise PermissionDenied(
-            "You are not a member of this project",
-            details=[{"action": "read", "subject": "project", "conditions": {}}],
-        )
+    state.permissions.require_member(caller.identity_id, project.id)
     row = state.db.one("SELECT created_at FROM projects WHERE id = ?", (project.id,))
     created = iso(row["created_at"]) if row else None
     return {
@@ -82,26 +78,32 @@ async def dynamic_secret(
     name: Annotated[str, Path(min_length=1)],
     projectSlug: Annotated[str, Query(min_length=1)],
     environmentSlug: Annotated[str, Query(min_length=1)],
+    caller: CallerDep,
     state: StateDep,
-    caller: Annotated[Caller | None, Depends(optional_caller)],
     path: str = "/",
 ) -> dict[str, Any]:
+    """The definition with its ``inputs``: the provider's root credentials.
+
+    Checked in the real service's order: project (404), membership (403), folder and name (404),
+    then both root-credential actions (403) on the definition's environment and path.
+    """
     project = state.store.project_by_slug(projectSlug)
     if project is None:
         raise NotFound(f"Project with slug '{projectSlug}' not found")
+    state.permissions.require_member(caller.identity_id, project.id)
     env = state.store.require_environment(project.id, environmentSlug)
     folder_path = globs.normalize_path(path)
-    if caller is not None:
+    doc = state.identities.dynamic_secret(env.id, folder_path, name)
+    if doc is None:
+        raise NotFound(f"Dynamic secret with name '{name}' in folder '{folder_path}' not found")
+    for action in (READ_ROOT_CREDENTIAL, EDIT_ROOT_CREDENTIAL):
         state.permissions.check(
             caller.identity_id,
             project.id,
             state.now(),
-            action="read",
-            subject=SECRETS,
+            action=action,
+            subject=DYNAMIC_SECRETS,
             environment=env.slug,
             secret_path=folder_path,
         )
-    doc = state.identities.dynamic_secret(env.id, folder_path, name)
-    if doc is None:
-        raise NotFound(f"Dynamic secret with name '{name}' in folder '{folder_path}' not found")
     return {"dynamicSecret": doc}

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
+from secretferry.devserver import admin_token
 from secretferry.devserver import db as dbm
 from secretferry.devserver.config import DevServerConfig
 from secretferry.devserver.events import EventBus
@@ -30,6 +31,8 @@ class DevState:
     bus: EventBus
     faults: Faults
     stats: Stats
+    admin_token: str
+    """What ``/_admin`` requires in ``X-Admin-Token``: configured, or generated at start."""
     seen_jwts: set[str] = field(default_factory=set)
     """Digests of every ServiceAccount jwt presented at Kubernetes-auth login (reuse detection)."""
 
@@ -50,6 +53,7 @@ class DevState:
             bus=EventBus(config.event_shape),
             faults=Faults(config.faults),
             stats=Stats(),
+            admin_token=admin_token.establish(config),
         )
 
     def now(self) -> float:

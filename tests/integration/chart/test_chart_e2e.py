@@ -109,7 +109,7 @@ def _deployment_env(cp: ControlPlane, namespace: str, name: str) -> dict[str, st
         if "valueFrom" not in var:
             env[var["name"]] = var.get("value", "")  # the apiserver drops empty values
         elif var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name":
-            env[var["name"]] = "local-operator"  # the pod's name; there is no pod here
+            env[var["name"]] = "local-operator"  # the pod's name; there is no pod here (tests set it)
         else:
             assert var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace", var
             env[var["name"]] = namespace
@@ -351,7 +351,7 @@ def test_leader_election_release_elects_and_syncs_with_its_own_token(
         lease = release.deployment_env["SECRETFERRY_PEERING"]
         assert lease == release.service_account  # defaults to the release's full name
         for replica in ("replica-a", "replica-b"):
-            release.deployment_env["HOSTNAME"] = replica  # the pod name, the Lease holder identity
+            release.deployment_env["SECRETFERRY_POD_NAME"] = replica  # the pod name: the Lease holder
             workdir = tmp_path / replica
             workdir.mkdir()
             op, token = _start_as_chart_sa(control_plane, release, workdir)

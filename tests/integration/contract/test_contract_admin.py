@@ -237,21 +237,25 @@ async def test_delete_org_membership(server: DevServer) -> None:
             await service.delete_org_membership(ORG, MEMBERSHIP)
 
 
-async def test_get_dynamic_secret_with_and_without_token(server: DevServer) -> None:
-    for token in (ADMIN_TOKEN, None):
-        async with client(server, token=token) as service:
-            dynamic = await service.get_dynamic_secret(
+async def test_get_dynamic_secret_needs_a_token(server: DevServer) -> None:
+    """Its inputs are root credentials: the real service answers no one without a token."""
+    async with client(server, token=None) as anonymous:
+        with pytest.raises(errors.AuthenticationError):
+            await anonymous.get_dynamic_secret(
                 DYNAMIC_SECRET, project_slug=PROJECT_SLUG, environment_slug="dev"
             )
-            assert (dynamic.name, dynamic.type, dynamic.default_ttl, dynamic.max_ttl) == (
-                DYNAMIC_SECRET,
-                "sql-database",
-                "1h",
-                "24h",
-            )
-            assert [(m.key, m.value) for m in dynamic.metadata] == [("owner", "platform")]
-            assert dynamic.folder_id and "db.example" not in repr(dynamic)
     async with client(server) as service:
+        dynamic = await service.get_dynamic_secret(
+            DYNAMIC_SECRET, project_slug=PROJECT_SLUG, environment_slug="dev"
+        )
+        assert (dynamic.name, dynamic.type, dynamic.default_ttl, dynamic.max_ttl) == (
+            DYNAMIC_SECRET,
+            "sql-database",
+            "1h",
+            "24h",
+        )
+        assert [(m.key, m.value) for m in dynamic.metadata] == [("owner", "platform")]
+        assert dynamic.folder_id and "db.example" not in repr(dynamic)
         with pytest.raises(errors.NotFound):
             await service.get_dynamic_secret("nope", project_slug=PROJECT_SLUG, environment_slug="dev")
         with pytest.raises(errors.NotFound):

@@ -13,6 +13,8 @@ ADMIN = {"Authorization": "Bearer admin-token"}
 VIEWER = {"Authorization": "Bearer viewer-token"}
 LIMITED = {"Authorization": "Bearer limited-token"}
 OUTSIDER = {"Authorization": "Bearer outsider-token"}
+ADMIN_API_TOKEN = "admin-api-token"
+ADMIN_API = {"X-Admin-Token": ADMIN_API_TOKEN}
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 SEED: dict[str, Any] = {

@@ -101,7 +101,7 @@ async def test_faults_status_retry_after_malformed_latency_and_stats(client: htt
     html = await client.get("/api/v1/projects/slug/proj", headers=ADMIN)
     assert html.headers["content-type"] == "text/html"
     ok = await client.get(
-        "/api/v1/dynamic-secrets/pg", params={"projectSlug": "proj", "environmentSlug": "dev"}
+        "/api/v1/dynamic-secrets/pg", params={"projectSlug": "proj", "environmentSlug": "dev"}, headers=ADMIN
     )
     assert ok.status_code == 200  # rate 0: never fails
     stats = (await client.get("/_admin/stats")).json()

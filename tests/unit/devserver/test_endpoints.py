@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
+
 import httpx
 import pytest
-from devserver_fixtures import ADMIN, ADMIN_ID, LIMITED_ID, OUTSIDER, PROJECT, VIEWER, VIEWER_ID
+from devserver_fixtures import (
+    ADMIN,
+    ADMIN_ID,
+    LIMITED,
+    LIMITED_ID,
+    OUTSIDER,
+    PROJECT,
+    SEED,
+    VIEWER,
+    VIEWER_ID,
+)
+from fastapi import FastAPI
 
 SECRETS = "/api/v4/secrets"
 V1 = "/api/v1/additional-privilege/identity"
@@ -136,9 +150,10 @@ async def test_remove_auth_methods_and_membership(client: httpx.AsyncClient) -> 
 
 async def test_dynamic_secret_and_project_slug(client: httpx.AsyncClient) -> None:
     query = {"projectSlug": "proj", "environmentSlug": "dev"}
-    r = await client.get("/api/v1/dynamic-secrets/pg", params=query)
+    r = await client.get("/api/v1/dynamic-secrets/pg", params=query, headers=ADMIN)
     assert r.status_code == 200 and r.json()["dynamicSecret"]["type"] == "sql-database"
-    assert (await client.get("/api/v1/dynamic-secrets/pg", params={"projectSlug": "proj"})).status_code == 422
+    missing = await client.get("/api/v1/dynamic-secrets/pg", params={"projectSlug": "proj"}, headers=ADMIN)
+    assert missing.status_code == 422
     r = await client.get("/api/v1/projects/slug/proj", headers=VIEWER)
     assert r.json()["id"] == PROJECT
     assert (await client.get("/api/v1/projects/slug/proj", headers=OUTSIDER)).status_code == 403
@@ -153,3 +168,66 @@ async def test_error_shapes(client: httpx.AsyncClient) -> None:
         SECRETS, params={"projectId": PROJECT, "environment": "dev", "recursive": "maybe"}, headers=ADMIN
     )
     assert r.status_code == 422 and isinstance(r.json()["message"], list)
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "error"),
+    [
+        ({}, 401, "UnauthorizedError"),
+        ({"Authorization": "Bearer no-such-token"}, 401, "UnauthorizedError"),
+        (OUTSIDER, 403, "PermissionDenied"),  # not a member of the project
+        (LIMITED, 403, "PermissionDenied"),  # no-access role; its privilege is on secrets only
+        (VIEWER, 403, "PermissionDenied"),  # viewers may read root credentials but not edit them
+        (ADMIN, 200, None),
+    ],
+    ids=["no-token", "unknown-token", "outsider", "limited", "viewer", "admin"],
+)
+async def test_dynamic_secret_needs_token_and_both_root_credential_actions(
+    client: httpx.AsyncClient, headers: dict[str, str], status: int, error: str | None
+) -> None:
+    """Its ``inputs`` are the provider's root credentials: token, membership and permission first."""
+    r = await client.get(
+        "/api/v1/dynamic-secrets/pg",
+        params={"projectSlug": "proj", "environmentSlug": "dev"},
+        headers=headers,
+    )
+    assert r.status_code == status
+    if error is not None:
+        assert r.json()["error"] == error and "dynamicSecret" not in r.json()
+
+
+async def test_dynamic_secret_for_a_non_member_hides_what_exists(client: httpx.AsyncClient) -> None:
+    """A non-member gets the same 403 for a missing and an existing definition."""
+    for name in ("pg", "no-such-secret"):
+        r = await client.get(
+            f"/api/v1/dynamic-secrets/{name}",
+            params={"projectSlug": "proj", "environmentSlug": "dev"},
+            headers=OUTSIDER,
+        )
+        assert r.status_code == 403
+    missing = await client.get(
+        "/api/v1/dynamic-secrets/no-such-secret",
+        params={"projectSlug": "proj", "environmentSlug": "dev"},
+        headers=ADMIN,
+    )
+    assert missing.status_code == 404
+
+
+async def test_dynamic_secret_by_privilege_on_its_path(make_app: Callable[..., FastAPI]) -> None:
+    seed = copy.deepcopy(SEED)
+    limited = seed["identities"][2]
+    limited["projects"][0]["privileges"][0]["permissions"].append(
+        {
+            "action": ["read-root-credential", "edit-root-credential"],
+            "subject": "dynamic-secrets",
+            "conditions": {"environment": "dev", "secretPath": "/"},
+        }
+    )
+    app = make_app(seed=seed)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://dev") as c:
+        r = await c.get(
+            "/api/v1/dynamic-secrets/pg",
+            params={"projectSlug": "proj", "environmentSlug": "dev"},
+            headers=LIMITED,
+        )
+        assert r.status_code == 200
