@@ -72,6 +72,10 @@ class Database:
     """One SQLite connection with the schema applied; ``fresh`` tells whether seeding is due."""
 
     def __init__(self, path: Path | str) -> None:
+        if str(path) != ":memory:" and not Path(path).exists():
+            # The file holds secret values, tokens and dynamic-secret inputs: the user's alone
+            # (created empty with 0600 first, as SQLite would create it with the umask's 0644).
+            Path(path).touch(mode=0o600)
         self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         # WAL + NORMAL: durable across clean restarts, fast enough for a dev server.

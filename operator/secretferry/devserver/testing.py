@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import socket
 import subprocess
 import sys
@@ -44,13 +43,15 @@ class DevServer:
         self.seed_path = seed_path
         self.port = port
         self.extra_args = list(extra_args)
+        self.admin_token_file: Path | None = None
         if "--admin-token" in self.extra_args:
             self.admin_token = self.extra_args[self.extra_args.index("--admin-token") + 1]
         else:
-            # Hex, and in the "=" form: a urlsafe token may start with "-", which argparse then
-            # takes for an option (seen as a flaky start-up failure).
-            self.admin_token = secrets.token_hex(16)
-            self.extra_args += [f"--admin-token={self.admin_token}"]
+            # The server's own generated token, read from its 0600 file after every start (a
+            # restart makes a new one); never on the command line, where `ps` shows it.
+            self.admin_token = ""
+            self.admin_token_file = data_dir / "admin-token"
+            self.extra_args += [f"--admin-token-file={self.admin_token_file}"]
         self.base_url = f"http://127.0.0.1:{port}"
         self.log_path = data_dir / "devserver.log"
         self._process: subprocess.Popen[bytes] | None = None
@@ -78,9 +79,14 @@ class DevServer:
             "warning",
             *self.extra_args,
         ]
+        if self.admin_token_file is not None:
+            self.admin_token_file.unlink(missing_ok=True)
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         self._wait_ready()
+        if self.admin_token_file is not None:
+            self.admin_token = self.admin_token_file.read_text().strip()
+            self._admin.headers["X-Admin-Token"] = self.admin_token
 
     @property
     def pid(self) -> int | None:

@@ -58,7 +58,8 @@ class AdminEndpoints(client_base.ClientBase):
     async def get_dynamic_secret(
         self, name: str, *, project_slug: str, environment_slug: str, path: str = "/"
     ) -> models.DynamicSecret:
-        """Whether this needs a token is not documented: it is sent when we have one."""
+        """Needs an access token like every other read (the real route runs ``verifyAuth`` and
+        checks the dynamic-secrets permission): the definition's inputs are root credentials."""
         validation.non_empty(name, field="name")
         validation.non_empty(project_slug, field="projectSlug")
         validation.non_empty(environment_slug, field="environmentSlug")
@@ -68,7 +69,7 @@ class AdminEndpoints(client_base.ClientBase):
             "GET",
             f"/api/v1/dynamic-secrets/{wire.segment(name)}",
             endpoint=endpoint,
-            token=self._token or None,
+            token=self._required_token(endpoint),
             params=[("projectSlug", project_slug), ("environmentSlug", environment_slug), ("path", path)],
         )
         return envelope.dynamic_secret

@@ -444,11 +444,16 @@ async def test_revoke_token() -> None:
     assert body_of(recorder.last) == {"accessToken": "old"}
 
 
-async def test_dynamic_secret_works_without_a_token() -> None:
+async def test_dynamic_secret_needs_a_token() -> None:
     service, recorder = make(httpx.Response(200, json={"dynamicSecret": {"name": "db"}}), access_token=None)
     async with service:
+        with pytest.raises(errors.AuthenticationError):
+            await service.get_dynamic_secret("db", project_slug="p", environment_slug="dev", path="/x")
+    assert recorder.requests == []
+    service, recorder = make(httpx.Response(200, json={"dynamicSecret": {"name": "db"}}))
+    async with service:
         await service.get_dynamic_secret("db", project_slug="p", environment_slug="dev", path="/x")
-    assert "authorization" not in recorder.last.headers
+    assert recorder.last.headers["authorization"].startswith("Bearer ")
     assert recorder.last.url.params["path"] == "/x"
 
 
