@@ -8,6 +8,7 @@ from pathlib import Path
 
 import harness
 import pytest
+import tenant
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
@@ -71,3 +72,9 @@ def events_text(control_plane: ControlPlane, namespace: str) -> str:
         text=True,
         check=False,
     ).stdout
+
+
+@pytest.fixture
+def hostile(control_plane: ControlPlane, crds: None, namespace: str, tmp_path: Path) -> tenant.Tenant:
+    """A tenant with exactly a namespace user's rights in ``namespace`` (see tenant.py)."""
+    return tenant.make_tenant(control_plane, namespace, tmp_path)
