@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.error
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,7 +42,12 @@ def _wait(check: Callable[[], object], *, timeout: float, what: str, interval: f
 
 
 def _secret_value(cp: cluster.ControlPlane, key: str) -> str | None:
-    return decode(json.loads(cp.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/app-config")), key)
+    try:
+        return decode(json.loads(cp.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/app-config")), key)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:  # not written yet
+            return None
+        raise
 
 
 def changes(cp: cluster.ControlPlane, server: DevServer, work: Path, count: int) -> None:
