@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -174,38 +173,12 @@ def start_recording_pid(name: str, start: Callable[[], None], process: Callable[
 
 # --- helpers ------------------------------------------------------------------------------------
 def helm(cp: ControlPlane, *args: str) -> str:
-    env = dict(os.environ)
-    for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
-        env[var] = str(DEMO_DIR / "helm" / var.lower())
-    env.pop("KUBECONFIG", None)
-    proc = subprocess.run(
-        [str(cp.bin_dir / "helm"), *args, "--kubeconfig", str(cp.kubeconfig)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
-    return proc.stdout
+    return cp.helm(*args, home=DEMO_DIR / "helm")
 
 
 def service_account_kubeconfig(cp: ControlPlane, token: str) -> Path:
     """A kubeconfig that authenticates as the chart's ServiceAccount, as the in-cluster pod would."""
-    path = DEMO_DIR / "operator-kubeconfig"
-    ca = base64.b64encode(cp.pki.ca_cert.read_bytes()).decode()
-    user = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SA}"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "demo", "cluster": {"server": cp.server, "certificate-authority-data": ca}}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": "demo", "context": {"cluster": "demo", "user": user}}],
-        "current-context": "demo",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
+    return cp.token_kubeconfig(token, DEMO_DIR / "operator-kubeconfig")
 
 
 def secret_data(cp: ControlPlane, namespace: str, name: str) -> dict[str, str] | None:

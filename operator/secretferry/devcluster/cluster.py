@@ -128,6 +128,50 @@ class ControlPlane:
         )
         return self.token_for(REVIEWER_NAMESPACE, REVIEWER_NAME, expiration_seconds=expiration_seconds)
 
+    def token_kubeconfig(self, token: str, path: Path, *, namespace: str = "") -> Path:
+        """A kubeconfig that authenticates with a bearer token only (a ServiceAccount's, as a pod
+        or a tenant would), never with the admin certificate."""
+        context: dict[str, str] = {"cluster": "local", "user": "token"}
+        if namespace:
+            context["namespace"] = namespace
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": base64.b64encode(self.ca_pem.encode()).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": "token", "user": {"token": token}}],
+            "contexts": [{"name": "local", "context": context}],
+            "current-context": "local",
+        }
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
+    def helm(self, *args: str, home: Path) -> str:
+        """Run helm against this cluster with its cache/config/data under ``home`` (never the
+        user's own), returning stdout; raises with helm's stderr on failure."""
+        env = dict(os.environ)
+        for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+            env[var] = str(home / var.lower())
+        env.pop("KUBECONFIG", None)
+        proc = subprocess.run(
+            [str(self.bin_dir / "helm"), *args, "--kubeconfig", str(self.kubeconfig)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
+        return proc.stdout
+
     def ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
         ctx.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))

@@ -78,6 +78,8 @@ def unavailable_reason() -> str | None:
     Checked before anything starts, so the demo and the tests can fall back to the out-of-process
     operator instead of half-starting a node.
     """
+    if os.environ.get("SECRETFERRY_NO_NODE"):
+        return "SECRETFERRY_NO_NODE is set"
     if os.geteuid() != 0:
         return "the local node needs root (containerd, mounts, cgroups); not root here"
     missing = [c for c in REQUIRED_COMMANDS if shutil.which(c) is None]

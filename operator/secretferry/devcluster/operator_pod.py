@@ -10,8 +10,6 @@ the per-run ports and API server address); everything else is the chart's defaul
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -62,20 +60,7 @@ class OperatorPod:
         return f"app.kubernetes.io/instance={self.release},app.kubernetes.io/name=secretferry"
 
     def helm(self, *args: str) -> str:
-        env = dict(os.environ)
-        for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
-            env[var] = str(self.workdir / "helm" / var.lower())
-        env.pop("KUBECONFIG", None)
-        proc = subprocess.run(
-            [str(self.cp.bin_dir / "helm"), *args, "--kubeconfig", str(self.cp.kubeconfig)],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
-        return proc.stdout
+        return self.cp.helm(*args, home=self.workdir / "helm")
 
     def _run_values(self) -> Path:
         api = urllib.parse.urlsplit(self.cp.server)

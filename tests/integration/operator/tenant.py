@@ -10,7 +10,6 @@ tests judge.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import http.server
 import json
@@ -20,8 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.net import free_port
@@ -84,25 +81,7 @@ def make_tenant(cp: ControlPlane, namespace: str, workdir: Path) -> Tenant:
         }
     )
     token = cp.token_for(namespace, TENANT_SA, expiration_seconds=3600)
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "c",
-                "cluster": {
-                    "server": cp.server,
-                    "certificate-authority-data": base64.b64encode(cp.ca_pem.encode()).decode(),
-                },
-            }
-        ],
-        "users": [{"name": "tenant", "user": {"token": token}}],
-        "contexts": [{"name": "t", "context": {"cluster": "c", "user": "tenant", "namespace": namespace}}],
-        "current-context": "t",
-    }
-    path = workdir / f"tenant-{namespace}.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
+    path = cp.token_kubeconfig(token, workdir / f"tenant-{namespace}.kubeconfig", namespace=namespace)
     tenant = Tenant(cp, namespace, path)
     # The premise of every tenant test: these rights and no more.
     assert tenant.can("create", "secretsyncs.secretferry.io")
