@@ -497,7 +497,7 @@ def run(*, keep_logs: bool = False, keep: bool = False) -> int:  # a linear scri
             return 0
     finally:
         if not (ok and keep):
-            step("tearing down (operator, dev server, control plane and node)")
+            step(f"tearing down (operator, dev server, control plane{' and node' if cp.node else ''})")
             if isinstance(op, OperatorProcess):
                 op.stop()
             if server is not None:
