@@ -57,6 +57,10 @@ def changes(cp: cluster.ControlPlane, server: DevServer, work: Path, count: int)
     log(f"operator pod Ready {time.monotonic() - t0:.1f} s after helm install")
     cp.kubectl("create", "namespace", NAMESPACE)
     cp.kubectl("create", "serviceaccount", "ferry-sa", "-n", NAMESPACE)
+    # The ServiceAccount opts in to the MachineIdentity below (reconcile/tenancy.py).
+    cp.kubectl(
+        "annotate", "serviceaccount", "ferry-sa", "-n", NAMESPACE, "secretferry.io/allowed-identities=ferry"
+    )
     server.set_secret(PROJECT_ID, "dev", "/node", "ROTATED", "v-000")
     cp.apply(
         {

@@ -1,5 +1,12 @@
 """Prometheus metrics, defined once. Label values are bounded (results, reasons, endpoints),
-never object names: 10,000 SecretSyncs must not become 10,000 time series."""
+never object names: 10,000 SecretSyncs must not become 10,000 time series.
+
+Every metric here is in README's Metrics table, and
+``tests/integration/operator/test_operator_metrics.py`` checks that each has samples after a sync.
+Where they are fed: syncs, durations and writes in ``reconcile/sync.py``; list calls through the
+fetcher's ``on_call`` and the gauges and stream counters in ``reconcile/controller.py``; logins
+through ``AuthSession(on_login=...)`` in ``reconcile/identities.py``; rollouts in
+``reconcile/rollouts.py``."""
 
 from __future__ import annotations
 
@@ -14,11 +21,13 @@ SYNC_DURATION = Histogram(
 WRITES = Counter("secretferry_target_writes_total", "Secret/ConfigMap writes by reason.", ["reason"])
 SERVICE_CALLS = Counter(
     "secretferry_service_calls_total",
-    "Calls to the secrets service by endpoint and status.",
+    "List calls to the secrets service by outcome (changed, unchanged, not_modified, or the error class).",
     ["endpoint", "status"],
 )
 LOGINS = Counter(
-    "secretferry_logins_total", "Logins at the secrets service by method and result.", ["method", "result"]
+    "secretferry_logins_total",
+    "Logins at the secrets service by method and result (success, or the error class).",
+    ["method", "result"],
 )
 ACTIVE_SCOPES = Gauge("secretferry_active_scopes", "Distinct scopes currently read.")
 RESOURCES = Gauge("secretferry_secretsyncs", "SecretSyncs by readiness.", ["ready"])

@@ -75,39 +75,52 @@ app.kubernetes.io/part-of: secretferry
 
 {{/*
 Namespaced rules: what the operator needs in every namespace it serves (the whole cluster in
-cluster-wide mode). Kept in one place so the ClusterRole and the per-namespace Roles cannot drift.
+cluster-wide mode), and nothing it does not call. Kept in one place so the ClusterRole and the
+per-namespace Roles cannot drift. README "RBAC" explains each rule; tests/integration/chart pins
+them (render) and proves them sufficient (e2e: the operator runs with exactly these).
 */}}
 {{- define "secretferry.namespacedRules" -}}
-# The operator's own kinds: read, and patch (finalizers, annotations) and status writes.
+# SecretSyncs and MachineIdentities: read through our own LIST+WATCH (SecretSyncs) and kopf's
+# (identities). The operator never changes their spec or metadata.
 - apiGroups: ["secretferry.io"]
   resources: ["secretsyncs", "machineidentities"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch"]
+# Their status: merge patches of conditions, synced keys, token expiry.
 - apiGroups: ["secretferry.io"]
   resources: ["secretsyncs/status", "machineidentities/status"]
-  verbs: ["get", "patch", "update"]
-# Targets: the Secrets (and ConfigMaps for non-sensitive data) it writes, and credentials it reads.
+  verbs: ["patch"]
+# Secrets: watched by label (the managed ones; RBAC cannot narrow a list by label), read one by one
+# (credential references, Merge targets), created, server-side applied (patch), and deleted only
+# to replace one of ours whose type must change (a Secret's type is immutable; uid precondition).
+# No update: every write is a create or a patch.
 - apiGroups: [""]
-  resources: ["secrets", "configmaps"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Events on transitions (core and events.k8s.io, whichever the client posts).
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# ConfigMap targets (non-sensitive data): the same, without delete (a ConfigMap has no type).
 - apiGroups: [""]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# Events on Ready transitions, events.k8s.io/v1 only (kopf's own event posting is off).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
-  verbs: ["create", "patch"]
-# Kubernetes auth: a fresh ServiceAccount token per login (TokenRequest).
+  verbs: ["create"]
+# Kubernetes auth: read a ServiceAccount's opt-in annotation (secretferry.io/allowed-identities),
+# then mint one short-lived token for it per login (TokenRequest). Never list, never update.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["serviceaccounts/token"]
   verbs: ["create"]
-# rolloutRestartTargets: patch the pod template annotation.
+# rolloutRestartTargets and auto-reload: list the workloads of a namespace to find the consumers of
+# a Secret, and patch one annotation on a pod template.
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets", "daemonsets"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "patch"]
 {{- if .Values.rbac.argoRollouts }}
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]
-  verbs: ["get", "list", "patch"]
+  verbs: ["list", "patch"]
 {{- end }}
 {{- end -}}
 
@@ -115,16 +128,17 @@ cluster-wide mode). Kept in one place so the ClusterRole and the per-namespace R
 {{- define "secretferry.clusterRules" -}}
 - apiGroups: ["secretferry.io"]
   resources: ["clustermachineidentities"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch"]
 - apiGroups: ["secretferry.io"]
   resources: ["clustermachineidentities/status"]
-  verbs: ["get", "patch", "update"]
-# ClusterMachineIdentity.spec.allowedNamespaces selects namespaces by label; kopf observes them too.
+  verbs: ["patch"]
+# ClusterMachineIdentity.spec.allowedNamespaces selects namespaces by label: one namespace read.
+# In namespaced mode kopf also lists and watches namespaces to learn which served ones exist.
 - apiGroups: [""]
   resources: ["namespaces"]
-  verbs: ["get", "list", "watch"]
-# kopf's resource discovery, and detecting whether Argo Rollouts is installed.
+  verbs: {{ if include "secretferry.namespaced" . }}["get", "list", "watch"]{{ else }}["get"]{{ end }}
+# kopf watches CRDs to notice ours being (re)installed; definitions only, no custom objects.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 {{- end -}}

@@ -143,7 +143,9 @@ async def delete_secret(body: SecretRef, state: StateDep) -> dict[str, Any]:
 
 @router.get("/stats")
 async def stats(state: StateDep) -> dict[str, Any]:
-    return state.stats.snapshot(open_streams=state.bus.open_streams, events_delivered=state.bus.delivered)
+    snapshot = state.stats.snapshot(open_streams=state.bus.open_streams, events_delivered=state.bus.delivered)
+    snapshot["liveTokens"] = state.tokens.live_by_identity(state.now())
+    return snapshot
 
 
 @router.post("/stats/reset")

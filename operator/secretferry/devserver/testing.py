@@ -183,6 +183,11 @@ class DevServer:
         result: dict[str, Any] = self._call("GET", "/stats")
         return result
 
+    def live_tokens(self, identity_id: str) -> int:
+        """Access tokens of the identity the server would accept now (not expired, not revoked)."""
+        live: dict[str, int] = self.stats().get("liveTokens") or {}
+        return live.get(identity_id, 0)
+
     def reset_stats(self) -> None:
         self._call("POST", "/stats/reset")
 

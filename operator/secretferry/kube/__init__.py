@@ -11,7 +11,8 @@ first::
     status      merge patches of /status and annotations on our custom resources
     events      events.k8s.io/v1 Events, best effort
     tokens      TokenRequest for a ServiceAccount (Kubernetes auth logins)
-    secretrefs  one decoded value from a referenced Secret
+    secretrefs  a referenced Secret: its annotations (opt-in) and one decoded value
+    serviceaccounts  a ServiceAccount's annotations (opt-in before a TokenRequest)
     hmackey     the operator's HMAC key Secret (get or create)
     namespaces  namespace labels, LabelSelector matching
     watching    our own LIST+WATCH loop (ADDED/MODIFIED/DELETED + SYNCED after each listing)

@@ -7,9 +7,58 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import dataclass, field
 
 from secretferry.kube import errors, objects
 from secretferry.kube.client import Kube
+
+
+@dataclass(frozen=True)
+class ReferencedSecret:
+    """A referenced Secret as read: its annotations (for an opt-in check) and its data."""
+
+    namespace: str
+    name: str
+    annotations: dict[str, str]
+    data: dict[str, str] = field(repr=False)  # base64 values: never in a repr
+
+    def value(self, key: str) -> str:
+        """The decoded (UTF-8) value of ``key``.
+
+        Raises :class:`errors.SecretKeyMissing` (missing key), :class:`errors.SecretValueUndecodable`
+        (not UTF-8 text).
+        """
+        encoded = self.data.get(key)
+        where = f"{self.namespace}/{self.name}"
+        if encoded is None:
+            present = sorted(self.data)
+            raise errors.SecretKeyMissing(
+                404,
+                "SecretKeyMissing",
+                f"Secret {where} has no key {key!r} (keys: {', '.join(present) or 'none'})",
+            )
+        try:
+            return base64.b64decode(encoded, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            # Deliberately `from None`: a decode error carries (and may print) the bytes it choked on.
+            raise errors.SecretValueUndecodable(
+                422, "SecretValueUndecodable", f"key {key!r} of Secret {where} is not UTF-8 text"
+            ) from None
+
+
+async def read(kube: Kube, *, namespace: str, name: str) -> ReferencedSecret:
+    """Secret ``namespace/name``; raises :class:`errors.NotFound` when it is missing."""
+    try:
+        secret = await kube.request("GET", objects.path("Secret", namespace, name))
+    except errors.NotFound as exc:
+        raise errors.NotFound(404, "NotFound", f"Secret {namespace}/{name} not found") from exc
+    meta = secret.get("metadata") or {}
+    return ReferencedSecret(
+        namespace=namespace,
+        name=name,
+        annotations=dict(meta.get("annotations") or {}),
+        data=dict(secret.get("data") or {}),
+    )
 
 
 async def read_key(kube: Kube, *, namespace: str, name: str, key: str) -> str:
@@ -18,22 +67,4 @@ async def read_key(kube: Kube, *, namespace: str, name: str, key: str) -> str:
     Raises :class:`errors.NotFound` (missing Secret), :class:`errors.SecretKeyMissing` (missing key),
     :class:`errors.SecretValueUndecodable` (not UTF-8 text).
     """
-    try:
-        secret = await kube.request("GET", objects.path("Secret", namespace, name))
-    except errors.NotFound as exc:
-        raise errors.NotFound(404, "NotFound", f"Secret {namespace}/{name} not found") from exc
-    encoded = (secret.get("data") or {}).get(key)
-    if encoded is None:
-        present = sorted(secret.get("data") or {})
-        raise errors.SecretKeyMissing(
-            404,
-            "SecretKeyMissing",
-            f"Secret {namespace}/{name} has no key {key!r} (keys: {', '.join(present) or 'none'})",
-        )
-    try:
-        return base64.b64decode(encoded, validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        # Deliberately `from None`: a decode error carries (and may print) the bytes it choked on.
-        raise errors.SecretValueUndecodable(
-            422, "SecretValueUndecodable", f"key {key!r} of Secret {namespace}/{name} is not UTF-8 text"
-        ) from None
+    return (await read(kube, namespace=namespace, name=name)).value(key)

@@ -72,10 +72,14 @@ class KubernetesAuth(base.CRModel):
     identity_id: str = Field(min_length=1, max_length=256)
     service_account_ref: ServiceAccountRef
     audiences: list[str] = Field(default_factory=list, max_length=16)
-    """Token audiences; empty means the apiserver's default audience."""
+    """Token audiences: the identity's allowed audience at the service. Required for a
+    MachineIdentity (empty would mean the apiserver's own audience); a ClusterMachineIdentity may
+    leave it empty."""
     token_expiration_seconds: int = Field(
         default=MIN_TOKEN_EXPIRATION_SECONDS, ge=MIN_TOKEN_EXPIRATION_SECONDS, le=MAX_TOKEN_EXPIRATION_SECONDS
     )
+    """Lifetime of the token minted for each login; more than the operator's
+    SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS (600 by default) is lowered to it."""
 
 
 class ClusterKubernetesAuth(KubernetesAuth):

@@ -14,6 +14,9 @@ MANAGED_BY_VALUE: Final = "secretferry"
 SYNC_LABEL: Final = "secretferry.io/sync"
 """On targets with creationPolicy Owner/Orphan: which SecretSync (see sync_label_value) wrote it."""
 DATA_HMAC_ANNOTATION: Final = "secretferry.io/data-hmac"
+MERGE_FROM_ANNOTATION: Final = "secretferry.io/merge-from"
+"""On a Secret/ConfigMap someone else owns: the SecretSyncs of its namespace (comma-separated
+names) that may write into it with creationPolicy Merge. Only who can write that object can set it."""
 
 # Label values are at most 63 characters; object names may have 253.
 LABEL_VALUE_MAX: Final = 63

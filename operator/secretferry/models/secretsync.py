@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from secretferry.models import base
+from secretferry.models import base, labels
 
 SECRET_SYNC_KIND: Final = "SecretSync"
 
@@ -23,8 +23,10 @@ MAX_SOURCES: Final = 20
 # Smallest refresh interval: below a second the resync loop would only burn CPU and API quota.
 MIN_REFRESH_SECONDS: Final = 1
 
-# The apiserver mints these Secrets itself; a synced copy would be a forged ServiceAccount token.
-FORBIDDEN_SECRET_TYPES: Final = frozenset({"kubernetes.io/service-account-token"})
+# Never written, whatever the spec says: the apiserver mints ServiceAccount tokens (a synced copy
+# would be a forged one), and Helm trusts its release records (a forged one would steer the next
+# `helm upgrade`). reconcile/guards.py refuses existing objects of these types too.
+FORBIDDEN_SECRET_TYPES: Final = ("kubernetes.io/service-account-token", "helm.sh/release.v1")
 
 CreationPolicy = Literal["Owner", "Orphan", "Merge"]
 DeletionPolicy = Literal["Retain", "Delete"]
@@ -37,10 +39,16 @@ _ONE_PROJECT = base.cel(
 _CONFIGMAP_UNTYPED = base.cel(
     "self.kind == 'Secret' || self.type == 'Opaque'", "a ConfigMap target has no type", field_path=".type"
 )
-_NO_SA_TOKEN = base.cel(
-    "self.type != 'kubernetes.io/service-account-token'",
-    "Secrets of type kubernetes.io/service-account-token cannot be synced",
+_FORBIDDEN_TYPES_TEXT: Final = " or ".join(FORBIDDEN_SECRET_TYPES)
+_NO_FORBIDDEN_TYPE = base.cel(
+    "!(self.type in [" + ", ".join(f"'{t}'" for t in FORBIDDEN_SECRET_TYPES) + "])",
+    f"Secrets of type {_FORBIDDEN_TYPES_TEXT} cannot be synced",
     field_path=".type",
+)
+_NO_MERGE_FROM = base.cel(
+    f"!has(self.annotations) || !('{labels.MERGE_FROM_ANNOTATION}' in self.annotations)",
+    f"{labels.MERGE_FROM_ANNOTATION} is set by the target's owner, not by a SecretSync",
+    field_path=".annotations",
 )
 _MIN_REFRESH = base.cel(
     f"duration(self) >= duration('{MIN_REFRESH_SECONDS}s')", f"must be at least {MIN_REFRESH_SECONDS}s"
@@ -72,7 +80,8 @@ class Source(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT)):
     """Environment slug, e.g. ``prod``."""
     path: str = Field(default="/", pattern=r"^/", max_length=1024)
     recursive: bool = False
-    """Also list every folder below ``path`` (the service stops at depth 20)."""
+    """Also list every folder below ``path``. The service lists 20 folders deep at most and says
+    nothing when it stops: a listing that reaches that depth is not synced (SourceTooDeep)."""
     include_imports: bool = True
     expand_references: bool = True
     tag_slugs: list[str] = Field(default_factory=list, max_length=32)
@@ -116,7 +125,9 @@ class Template(base.CRModel):
         return self
 
 
-class Target(base.CRModel, json_schema_extra=base.validations(_CONFIGMAP_UNTYPED, _NO_SA_TOKEN)):
+class Target(
+    base.CRModel, json_schema_extra=base.validations(_CONFIGMAP_UNTYPED, _NO_FORBIDDEN_TYPE, _NO_MERGE_FROM)
+):
     name: str | None = Field(
         default=None, pattern=base.DNS_SUBDOMAIN_PATTERN, max_length=base.DNS_SUBDOMAIN_MAX
     )
@@ -130,7 +141,8 @@ class Target(base.CRModel, json_schema_extra=base.validations(_CONFIGMAP_UNTYPED
     template: Template | None = None
     creation_policy: CreationPolicy = "Owner"
     """Owner: create it, owned (garbage-collected with the SecretSync). Orphan: create it, unowned.
-    Merge: write our keys into an existing object someone else owns."""
+    Merge: write our keys into an existing object someone else owns, which must name this
+    SecretSync in its secretferry.io/merge-from annotation."""
     deletion_policy: DeletionPolicy = "Retain"
     """Keys that vanish at the service: Retain keeps them in the target, Delete removes them."""
 
@@ -139,7 +151,11 @@ class Target(base.CRModel, json_schema_extra=base.validations(_CONFIGMAP_UNTYPED
         if self.kind == "ConfigMap" and self.type != "Opaque":
             raise ValueError("a ConfigMap target has no type")
         if self.type in FORBIDDEN_SECRET_TYPES:
-            raise ValueError("Secrets of type kubernetes.io/service-account-token cannot be synced")
+            raise ValueError(f"Secrets of type {_FORBIDDEN_TYPES_TEXT} cannot be synced")
+        if labels.MERGE_FROM_ANNOTATION in self.annotations:
+            raise ValueError(
+                f"{labels.MERGE_FROM_ANNOTATION} is set by the target's owner, not by a SecretSync"
+            )
         return self
 
 
@@ -164,6 +180,10 @@ class SecretSyncSpec(base.CRModel):
     """Subscribe to the service's event stream and sync on change notifications."""
     rollout_restart_targets: list[RolloutRestartTarget] = Field(default_factory=list, max_length=32)
     """Workloads in the same namespace restarted after the target's data changes."""
+    allow_empty: bool = False
+    """Sync a source that lists no secrets (or whose key filters keep none). By default such a
+    source stops the sync (SourceEmpty) and the target stays as it is: a mistyped or deleted path
+    answers exactly like an empty folder, and must not empty a Secret."""
 
     @field_validator("refresh_interval")
     @classmethod

@@ -37,6 +37,7 @@ from secretferry.reconcile import identities as ident_mod
 from secretferry.service import errors as service_errors
 from secretferry.service import events as service_events
 from secretferry.service import fetcher as fetcher_mod
+from secretferry.service import health as service_health
 from secretferry.service import scopes as scope_mod
 from secretferry.service import streams as streams_mod
 
@@ -49,6 +50,7 @@ _RESYNC_TICK_SECONDS = (
 _STEP_ASIDE_MAX_SECONDS = 1.0
 # How long the start-up waits for the first logins before listing SecretSyncs and Secrets (_boot).
 _LOGIN_HEAD_START_SECONDS = 2.0
+_LIST_ENDPOINT = "GET /api/v4/secrets"  # the one endpoint secretferry_service_calls_total counts
 _IDENTITY_PLURALS = {ident_mod.MACHINE: "machineidentities", ident_mod.CLUSTER: "clustermachineidentities"}
 
 
@@ -66,9 +68,13 @@ class Controller:
         self.settings = settings
         self.clock = clock
         self.syncs: dict[state.SyncKey, state.SyncEntry] = {}
-        self.identities = ident_mod.IdentityRegistry(kube=kube, settings=settings)
+        self.identities = ident_mod.IdentityRegistry(
+            kube=kube, settings=settings, on_host_recovered=self._host_recovered
+        )
         self.fetcher = fetcher_mod.ScopeFetcher(
-            backoff_initial=settings.backoff_initial_seconds, backoff_max=settings.backoff_max_seconds
+            backoff_initial=settings.backoff_initial_seconds,
+            backoff_max=settings.backoff_max_seconds,
+            on_call=_count_list_call,
         )
         self.slugs = scope_mod.SlugCache()
         self.scopes = state.ScopeIndex(jitter_fraction=settings.resync_jitter_fraction)
@@ -435,6 +441,48 @@ class Controller:
         for key in st.keys:
             self.queue.enqueue(key, live=False)  # status.updateMode follows
 
+    # --- recovery after an outage ---------------------------------------------------------------
+    def _host_recovered(self, host: service_health.HostHealth) -> None:
+        """The service at ``host`` answers again: what waits only because it did not retries now.
+
+        Without this, each scope, stream and SecretSync sleeps out its own backoff (full jitter up
+        to ``backoff_max_seconds``) and the last of them converges a whole backoff period later.
+        Woken are the streams that failed to connect, the scopes whose list call found nobody
+        answering (their backoff is cut short, not reset: should the host fail again, the next
+        delay is as long as before) and the SecretSyncs that reported ServiceUnavailable before
+        reaching a scope (a login, a slug lookup). A 429's retry-after still holds (``not_before``).
+        Bounded: the SecretSyncs go to the backlog, which the worker pool drains ``workers`` at a
+        time, the fetcher makes one call per scope, and each identity logs in at most once.
+        """
+        identity_keys = {
+            ident_mod.key_str(e.key)
+            for e in self.identities.entries()
+            if e.session is not None and e.session.host_health is host
+        }
+        if not identity_keys:
+            return
+        streams = self.streams.retry_now(identity_keys)
+        keys: set[state.SyncKey] = set()
+        scopes = 0
+        for scope, st in self.scopes.all().items():
+            if scope.identity_key in identity_keys and self.fetcher.retry_now(
+                scope, not_before=host.not_before
+            ):
+                scopes += 1
+                keys |= st.keys
+        for key, entry in self.syncs.items():
+            if _waits_for_service(entry) and _identity_key_str(entry) in identity_keys:
+                keys.add(key)
+        for key in keys:
+            self.queue.enqueue(key, live=False)
+        log.info(
+            "the service at %s answers again: %d SecretSyncs (%d scopes) and %d event streams retry now",
+            host.name,
+            len(keys),
+            scopes,
+            streams,
+        )
+
     # --- identities (events come from the kopf handlers) ---------------------------------------
     def identity_event(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata", {})
@@ -493,7 +541,7 @@ class Controller:
                 type_=reasons.READY,
                 status=reported[0],
                 reason=reported[1],
-                message="login works" if problem is None else problem[1],
+                message="; ".join(("login works", *entry.notes)) if problem is None else problem[1],
                 observed_generation=entry.generation,
                 now=conditions.now_iso(),
             ),
@@ -534,6 +582,27 @@ def _in_sync(body: Mapping[str, Any]) -> bool:
     reconciled = conditions.find(status.get("conditions") or [], reasons.READY) is not None
     generation = (body.get("metadata") or {}).get("generation")
     return reconciled and status.get("observedGeneration") == generation
+
+
+def _count_list_call(scope: scope_mod.Scope, outcome: str) -> None:
+    metrics.SERVICE_CALLS.labels(endpoint=_LIST_ENDPOINT, status=outcome).inc()
+
+
+def _waits_for_service(entry: state.SyncEntry) -> bool:
+    """Whether the last reconcile failed because the service was unavailable (not rate limited)."""
+    cond = conditions.find(entry.status.get("conditions") or [], reasons.READY)
+    return (
+        cond is not None
+        and cond.get("status") == "False"
+        and cond.get("reason") == reasons.SERVICE_UNAVAILABLE
+    )
+
+
+def _identity_key_str(entry: state.SyncEntry) -> str:
+    """The ``key_str`` of the identity a SecretSync names (from the kept body: no parse needed)."""
+    ref = (entry.body.get("spec") or {}).get("identityRef") or {}
+    kind, name = ref.get("kind", ident_mod.MACHINE), ref.get("name", "")
+    return ident_mod.key_str((kind, entry.key[0] if kind == ident_mod.MACHINE else "", name))
 
 
 def _is_ready(status: Mapping[str, Any]) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from secretferry.models import base, labels, secretsync
-from secretferry.reconcile import reasons, templating
+from secretferry.reconcile import reasons, renderpool, templating
 
 # The apiserver rejects Secrets and ConfigMaps whose data exceeds 1 MiB.
 MAX_DATA_BYTES: Final = 1024 * 1024
@@ -49,6 +49,9 @@ class FetchedSource:
     """Secrets at the source's path (and below it, when recursive)."""
     imported: Sequence[Mapping[str, str]] = field(default_factory=tuple)
     """One mapping per secret import, in position order; later imports override earlier ones."""
+    depth: int = 0
+    """How many folders below the source's path the deepest listed secret sits (0 when not
+    recursive): what tells that a recursive listing reached the service's depth limit."""
 
 
 class RenderError(Exception):
@@ -97,6 +100,8 @@ class DesiredObject(BaseModel):
     owner: OwnerReference | None
     creation_policy: secretsync.CreationPolicy
     deletion_policy: secretsync.DeletionPolicy
+    sync_name: str
+    """The SecretSync's name: what a Merge target's merge-from annotation must list."""
 
     def manifest(self) -> dict[str, Any]:
         """The body to server-side apply (Secret values base64-encoded in ``data``)."""
@@ -150,16 +155,46 @@ def merge_sources(sources: Sequence[secretsync.Source], fetched: Sequence[Fetche
     return merged
 
 
-def build_desired(
-    sync: secretsync.SecretSync, fetched: Sequence[FetchedSource], *, hmac_key: bytes
+async def render_and_build(
+    sync: secretsync.SecretSync,
+    fetched: Sequence[FetchedSource],
+    *,
+    hmac_key: bytes,
+    renderer: renderpool.RenderPool,
 ) -> DesiredObject:
-    """The target object for ``sync`` given one FetchedSource per ``spec.sources`` entry."""
+    """``build_desired``, with the templates (if any) rendered by ``renderer``: in a worker
+    process under CPU, memory and output limits, never on the event loop (renderpool.py)."""
+    template = sync.spec.target.template
+    if template is None or not template.data:
+        return build_desired(sync, fetched, hmac_key=hmac_key, rendered={})
+    secrets = merge_sources(sync.spec.sources, fetched)
+    try:
+        rendered = await renderer.render(template.data, secrets, tenant=sync.metadata.namespace or "")
+    except templating.TemplateRenderError as exc:
+        failure = str(exc)
+    else:
+        return build_desired(sync, fetched, hmac_key=hmac_key, rendered=rendered)
+    raise RenderError(reasons.TEMPLATE_ERROR, failure)
+
+
+def build_desired(
+    sync: secretsync.SecretSync,
+    fetched: Sequence[FetchedSource],
+    *,
+    hmac_key: bytes,
+    rendered: Mapping[str, str] | None = None,
+) -> DesiredObject:
+    """The target object for ``sync`` given one FetchedSource per ``spec.sources`` entry.
+
+    ``rendered``: the templates' output, from ``render_and_build``; without it templates render
+    in this process, with the sandbox's bounds only (for tests and tools, not the operator).
+    """
     target = sync.spec.target
     namespace = sync.metadata.namespace
     if namespace is None:
         raise ValueError("a SecretSync always has a namespace")
     secrets = merge_sources(sync.spec.sources, fetched)
-    data = _render(target.template, secrets)
+    data = _render(target.template, secrets, rendered)
     _check_keys(data)
     secret_type = target.type if target.kind == "Secret" and target.creation_policy != "Merge" else None
     if secret_type is not None:
@@ -181,14 +216,17 @@ def build_desired(
         owner=_owner(sync) if target.creation_policy == "Owner" else None,
         creation_policy=target.creation_policy,
         deletion_policy=target.deletion_policy,
+        sync_name=sync.metadata.name,
     )
 
 
-def _render(template: secretsync.Template | None, secrets: Mapping[str, str]) -> dict[str, str]:
+def _render(
+    template: secretsync.Template | None, secrets: Mapping[str, str], done: Mapping[str, str] | None
+) -> dict[str, str]:
     if template is None:
         return dict(secrets)
     try:
-        rendered = templating.render(template.data, secrets)
+        rendered = dict(done) if done is not None else templating.render(template.data, secrets)
     except templating.TemplateRenderError as exc:
         failure = str(exc)
     else:

@@ -25,12 +25,10 @@ import binascii
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
-from secretferry.models import labels
-from secretferry.reconcile import reasons
 from secretferry.reconcile.desired import DesiredObject
 
 MISSING: Final = "missing"
-TYPE_CHANGED: Final = "type-changed"  # Secret type is immutable: the caller must delete and recreate
+TYPE_CHANGED: Final = "type-changed"  # immutable: delete and recreate, if guards.py allows it
 DATA_CHANGED: Final = "data-changed"
 LABELS_CHANGED: Final = "labels-changed"
 ANNOTATIONS_CHANGED: Final = "annotations-changed"
@@ -52,6 +50,19 @@ def _decode(value: str) -> str | None:
         return base64.b64decode(value, validate=True).decode()
     except (binascii.Error, UnicodeDecodeError):
         return None
+
+
+def previously_synced(status: Mapping[str, Any], *, kind: str, name: str) -> list[str]:
+    """``status.syncedKeys`` if they were synced into this very target, else nothing.
+
+    Keys written into a former target (``spec.target`` changed) say nothing about this one: taken
+    for ours, a Merge with deletionPolicy Delete would remove the owner's keys of the same name. A
+    status from before ``status.target`` existed is trusted, so that retained keys survive.
+    """
+    target = status.get("target")
+    if target and (target.get("kind"), target.get("name")) != (kind, name):
+        return []
+    return list(status.get("syncedKeys") or [])
 
 
 def keys_to_remove(
@@ -132,27 +143,4 @@ def needs_write(
         reason = check(desired, actual, previously_synced)
         if reason is not None:
             return reason
-    return None
-
-
-def ownership_problem(desired: DesiredObject, actual: Actual | None) -> tuple[str, str] | None:
-    """``(reason, message)`` when the target must not be written at all, else None.
-
-    Owner/Orphan take over only objects labelled as this SecretSync's; Merge writes only into an
-    object that already exists.
-    """
-    what = f"{desired.kind} {desired.name!r}"
-    if desired.creation_policy == "Merge":
-        if actual is None:
-            return reasons.TARGET_NOT_FOUND, f"{what} does not exist (creationPolicy Merge writes into it)"
-        return None
-    if actual is None:
-        return None
-    present = (actual.get("metadata", {}).get("labels") or {}).get(labels.SYNC_LABEL)
-    if present != desired.labels.get(labels.SYNC_LABEL):
-        owner = "another SecretSync" if present else "something else"
-        return (
-            reasons.TARGET_CONFLICT,
-            f"{what} exists and belongs to {owner}; use creationPolicy Merge to write into it",
-        )
     return None

@@ -6,7 +6,9 @@ SecretSync that names the same identity shares one ``AuthSession`` (one login, r
 expiry, re-login with a freshly minted ServiceAccount token on 401/TokenError).
 
 Isolation is decided here too: a namespaced MachineIdentity serves only its own namespace; a
-ClusterMachineIdentity serves the namespaces its ``allowedNamespaces`` admits.
+ClusterMachineIdentity serves the namespaces its ``allowedNamespaces`` admits. And what a
+namespaced identity may do with credentials (``tenancy``: allowed hosts, token audience, opt-in
+of the ServiceAccount or Secret) is checked before anything is read, minted or sent.
 """
 
 from __future__ import annotations
@@ -15,29 +17,32 @@ import asyncio
 import logging
 import ssl
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
 
+from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import namespaces as kube_namespaces
-from secretferry.kube import secretrefs, tokens
+from secretferry.kube import secretrefs, serviceaccounts, tokens
 from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import identity as identity_models
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import reasons
-from secretferry.service import auth
+from secretferry.reconcile import reasons, tenancy
+from secretferry.service import auth, health
 from secretferry.service import client as service_client
 
 log = logging.getLogger(__name__)
 
 MACHINE = identity_models.MACHINE_IDENTITY_KIND
 CLUSTER = identity_models.CLUSTER_MACHINE_IDENTITY_KIND
+_RETIRE_GRACE_CALLS = 3  # a reconcile makes a few calls in a row (slug, one list per source)
 _NAMESPACE_LABELS_TTL_SECONDS = 30.0  # label changes on namespaces are rare; one GET per 30 s at most
 
 IdentityKey = tuple[str, str, str]  # (kind, namespace or "", name)
@@ -69,8 +74,10 @@ class IdentityEntry:
     building: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held while the session is built: building awaits Secrets, and two SecretSyncs arriving at
     once must not each build (and log in with) a session of their own."""
-    counted: tuple[int, int] = (0, 0)
-    """(logins, login failures) of ``session`` already added to the metrics."""
+    refusal: tenancy.Refusal | None = None
+    """Why this identity may not be used at all (tenancy checks on its spec): nothing is sent."""
+    notes: tuple[str, ...] = ()
+    """What the operator changed from the spec (a capped token lifetime), for the Ready message."""
 
 
 @dataclass
@@ -78,6 +85,7 @@ class _ClientPool:
     """One HTTP connection pool per (service URL, CA bundle)."""
 
     timeout_seconds: float
+    on_host_recovered: Callable[[health.HostHealth], None] | None = None
     clients: dict[tuple[str, str | None], service_client.ServiceClient] = field(default_factory=dict)
 
     def get(self, host: str, ca_pem: str | None) -> service_client.ServiceClient:
@@ -89,7 +97,9 @@ class _ClientPool:
                 ctx = ssl.create_default_context()
                 ctx.load_verify_locations(cadata=ca_pem)
                 verify = ctx
-            client = service_client.ServiceClient(host, verify=verify, timeout=self.timeout_seconds)
+            client = service_client.ServiceClient(
+                host, verify=verify, timeout=self.timeout_seconds, on_host_recovered=self.on_host_recovered
+            )
             self.clients[key] = client
         return client
 
@@ -100,12 +110,24 @@ class _ClientPool:
 
 
 class IdentityRegistry:
-    def __init__(self, *, kube: kube_client.Kube, settings: settings_mod.Settings) -> None:
+    def __init__(
+        self,
+        *,
+        kube: kube_client.Kube,
+        settings: settings_mod.Settings,
+        on_host_recovered: Callable[[health.HostHealth], None] | None = None,
+    ) -> None:
         self._kube = kube
         self._settings = settings
         self._entries: dict[IdentityKey, IdentityEntry] = {}
-        self._pool = _ClientPool(timeout_seconds=settings.service_timeout_seconds)
+        self._pool = _ClientPool(
+            timeout_seconds=settings.service_timeout_seconds, on_host_recovered=on_host_recovered
+        )
+        # Sessions of changed or removed identities whose token is not revoked yet (its grace
+        # period runs): shutdown revokes them at once. Weak: once revoked, nothing keeps them.
+        self._retiring: weakref.WeakSet[auth.AuthSession] = weakref.WeakSet()
         self._ns_labels: dict[str, tuple[float, dict[str, str]]] = {}
+        self._hosts = tenancy.HostPolicy.from_settings(settings)
 
     # --- intake (from the kopf handlers) ----------------------------------------------------
     def upsert(self, kind: str, body: Mapping[str, Any]) -> IdentityEntry:
@@ -124,11 +146,27 @@ class IdentityRegistry:
         except pydantic.ValidationError as exc:
             model, invalid = None, model_errors.describe_validation_error(exc)
         entry = IdentityEntry(key=key, uid=uid, generation=generation, model=model, invalid=invalid)
+        if model is not None:
+            entry.refusal = tenancy.check_identity(model.spec, namespaced=kind == MACHINE, policy=self._hosts)
+            k8s = model.spec.auth.kubernetes
+            if k8s is not None:
+                _, note = tenancy.token_expiration(
+                    k8s.token_expiration_seconds, cap=self._settings.max_token_expiration_seconds
+                )
+                entry.notes = (note,) if note else ()
         self._entries[key] = entry
+        if previous is not None and previous.session is not None:
+            self._retire(previous.session)  # its token is revoked once calls under way are done
         return entry
 
     def remove(self, kind: str, namespace: str | None, name: str) -> None:
-        self._entries.pop((kind, namespace or "", name), None)
+        entry = self._entries.pop((kind, namespace or "", name), None)
+        if entry is not None and entry.session is not None:
+            self._retire(entry.session)
+
+    def _retire(self, session: auth.AuthSession) -> None:
+        session.retire()
+        self._retiring.add(session)
 
     def get(self, key: IdentityKey) -> IdentityEntry | None:
         return self._entries.get(key)
@@ -162,6 +200,11 @@ class IdentityRegistry:
                     f"ClusterMachineIdentity {ref.name!r} does not admit namespace {namespace!r} "
                     "(spec.allowedNamespaces)",
                 )
+        if entry.refusal is not None:
+            raise IdentityProblem(
+                reasons.IDENTITY_NOT_READY,
+                f"{ref.kind} {ref.name!r} is refused ({entry.refusal.reason}): {entry.refusal.message}",
+            )
         return entry
 
     async def _namespace_labels(self, namespace: str) -> dict[str, str]:
@@ -175,7 +218,12 @@ class IdentityRegistry:
 
     # --- sessions -----------------------------------------------------------------------------
     async def session(self, entry: IdentityEntry) -> auth.AuthSession:
-        """The shared login session of ``entry``, built on first use."""
+        """The shared login session of ``entry``, built on first use.
+
+        A refused identity gets none: the refusal is raised before any Secret is read.
+        """
+        if entry.refusal is not None:
+            raise IdentityProblem(entry.refusal.reason, entry.refusal.message)
         if entry.session is not None:
             return entry.session
         async with entry.building:
@@ -192,6 +240,10 @@ class IdentityRegistry:
                 credentials,
                 name=key_str(entry.key),
                 renew_margin_fraction=self._settings.token_renew_margin_fraction,
+                on_login=_count_login,
+                # After the identity changes, reconciles already under way finish their calls
+                # (each bounded by the call timeout) before its token is revoked.
+                retire_grace_seconds=_RETIRE_GRACE_CALLS * self._settings.service_timeout_seconds,
             )
             return entry.session
 
@@ -202,9 +254,14 @@ class IdentityRegistry:
         return entry.key[1]
 
     async def _read(self, entry: IdentityEntry, ref: models_base.SecretKeyRef) -> str:
+        """One value of a referenced Secret; for a namespaced identity only from a Secret that
+        opted in (``tenancy.opted_in``): its value never leaves memory otherwise."""
         namespace = self._ref_namespace(entry, ref)
         try:
-            return await secretrefs.read_key(self._kube, namespace=namespace, name=ref.name, key=ref.key)
+            secret = await secretrefs.read(self._kube, namespace=namespace, name=ref.name)
+            if entry.key[0] == MACHINE and not tenancy.opted_in(secret.annotations, entry.key[2]):
+                raise _not_opted_in(entry, "Secret", namespace=namespace, name=ref.name)
+            return secret.value(ref.key)
         except kube_errors.KubeError as exc:
             raise IdentityProblem(
                 reasons.CREDENTIALS_NOT_FOUND,
@@ -228,6 +285,9 @@ class IdentityRegistry:
         if method.kubernetes is not None:
             k8s = method.kubernetes
             sa_namespace = self._ref_namespace(entry, k8s.service_account_ref)
+            expiration, _ = tenancy.token_expiration(
+                k8s.token_expiration_seconds, cap=self._settings.max_token_expiration_seconds
+            )
             return auth.KubernetesCredentials(
                 identity_id=k8s.identity_id,
                 mint_jwt=self._minter(
@@ -235,7 +295,7 @@ class IdentityRegistry:
                     namespace=sa_namespace,
                     name=k8s.service_account_ref.name,
                     audiences=list(k8s.audiences),
-                    expiration_seconds=k8s.token_expiration_seconds,
+                    expiration_seconds=expiration,
                 ),
             )
         if method.universal is not None:
@@ -261,9 +321,13 @@ class IdentityRegistry:
         audiences: list[str],
         expiration_seconds: int,
     ) -> Callable[[], Awaitable[str]]:
-        """A fresh TokenRequest at every login: an old token is never replayed."""
+        """A fresh TokenRequest at every login: an old token is never replayed. For a namespaced
+        identity the ServiceAccount's opt-in is read first, at every login, so removing the
+        annotation stops the next one."""
 
         async def mint() -> str:
+            if entry.key[0] == MACHINE:
+                await self._service_account_opted_in(entry, namespace=namespace, name=name)
             try:
                 token, _ = await tokens.request_token(
                     self._kube,
@@ -281,8 +345,32 @@ class IdentityRegistry:
 
         return mint
 
+    async def _service_account_opted_in(self, entry: IdentityEntry, *, namespace: str, name: str) -> None:
+        """Raise unless ServiceAccount ``namespace/name`` names ``entry`` in its opt-in annotation."""
+        try:
+            annotations = await serviceaccounts.read_annotations(self._kube, namespace=namespace, name=name)
+        except kube_errors.KubeError as exc:
+            raise IdentityProblem(
+                reasons.CREDENTIALS_NOT_FOUND, f"{key_str(entry.key)}: cannot read ServiceAccount: {exc}"
+            ) from exc
+        if not tenancy.opted_in(annotations, entry.key[2]):
+            raise _not_opted_in(entry, "ServiceAccount", namespace=namespace, name=name)
+
     async def close(self) -> None:
+        """Shutdown: revoke every session's token (bounded, see ``AuthSession.close``), then close."""
+        sessions = [e.session for e in self._entries.values() if e.session is not None]
+        sessions += list(self._retiring)
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
         await self._pool.close()
+
+
+def _count_login(method: str, result: str) -> None:
+    metrics.LOGINS.labels(method=method, result=result).inc()
+
+
+def _not_opted_in(entry: IdentityEntry, kind: str, *, namespace: str, name: str) -> IdentityProblem:
+    refusal = tenancy.not_opted_in(kind, namespace=namespace, name=name, identity=entry.key[2])
+    return IdentityProblem(refusal.reason, f"{key_str(entry.key)}: {refusal.message}")
 
 
 def _key_ref(name: str, key: str, namespace: str) -> models_base.SecretKeyRef:

@@ -2,6 +2,11 @@
 
 Retry is decided by the exception class (style.md): a transient service failure backs off, a
 spec problem waits for the user to change something (a watch event brings it back).
+
+The words before the colon are ours; whatever the service wrote arrives inside ``exc.message``
+already quoted, cut to 200 characters and marked ``service said: "…"`` (``service.wire``), and a
+request id only when it looks like one. Any host can answer a login, so its text is never
+presented as the operator's own.
 """
 
 from __future__ import annotations

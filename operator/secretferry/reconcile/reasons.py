@@ -24,11 +24,17 @@ IDENTITY_NOT_FOUND: Final = "IdentityNotFound"
 IDENTITY_NOT_ALLOWED: Final = "IdentityNotAllowed"  # ClusterMachineIdentity.allowedNamespaces
 IDENTITY_NOT_READY: Final = "IdentityNotReady"
 CREDENTIALS_NOT_FOUND: Final = "CredentialsNotFound"  # a referenced Secret/key/ServiceAccount is missing
+# What a namespaced MachineIdentity may do with credentials (reconcile/tenancy.py); nothing is sent.
+HOST_NOT_ALLOWED: Final = "HostNotAllowed"  # hostAPI not allowed, or plain http off loopback
+AUDIENCE_REQUIRED: Final = "AudienceRequired"  # Kubernetes auth without an explicit token audience
+CREDENTIALS_NOT_OPTED_IN: Final = "CredentialsNotOptedIn"  # SA/Secret lacks the allowed-identities annotation
 
 # Ready=False: the secrets service.
 AUTH_FAILED: Final = "AuthFailed"  # login rejected (401, bad credentials, TokenRequest refused)
 FORBIDDEN: Final = "Forbidden"  # logged in, but the identity may not read this scope (403)
 SOURCE_NOT_FOUND: Final = "SourceNotFound"  # project / environment / path unknown
+SOURCE_EMPTY: Final = "SourceEmpty"  # a source lists nothing (or filters keep nothing); not allowEmpty
+SOURCE_TOO_DEEP: Final = "SourceTooDeep"  # a recursive listing reaches the service's depth limit
 SERVICE_UNAVAILABLE: Final = "ServiceUnavailable"  # network error, 5xx, timeout
 RATE_LIMITED: Final = "RateLimited"  # 429
 
@@ -39,6 +45,8 @@ INVALID_SECRET_TYPE: Final = "InvalidSecretType"  # data lacks what the Secret t
 TARGET_TOO_LARGE: Final = "TargetTooLarge"  # over the 1 MiB object limit
 TARGET_CONFLICT: Final = "TargetConflict"  # the target exists and belongs to someone else
 TARGET_NOT_FOUND: Final = "TargetNotFound"  # creationPolicy Merge, and the target does not exist
+TARGET_NOT_OPTED_IN: Final = "TargetNotOptedIn"  # creationPolicy Merge, and the target does not name us
+TARGET_PROTECTED: Final = "TargetProtected"  # SA token, Helm release or our HMAC key: never written
 KUBERNETES_ERROR: Final = "KubernetesError"  # the apiserver refused a write for another reason
 
 # status.updateMode and status.updateModeReason.

@@ -2,8 +2,10 @@
 
 Why this order and these guards: the Secret is written only from a complete, successful fetch
 and a successful render, so a failing or nonsensical service never empties or deletes a Secret
-(failures only change status). Every write and every status patch is skipped when it would not
-change anything, because at 10,000 objects each one echoes back as a watch event.
+(failures only change status). A fetch that succeeds but looks wrong (a source listing nothing,
+a listing cut at the depth limit) and a target that is not ours to write stop the pass too
+(guards.py). Every write and every status patch is skipped when it would not change anything,
+because at 10,000 objects each one echoes back as a watch event.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import (
     conditions,
     drift,
+    guards,
     outcomes,
     reasons,
+    renderpool,
     rollouts,
     slim,
     state,
@@ -139,11 +143,19 @@ async def _reconcile(deps: Deps, entry: state.SyncEntry) -> tuple[float | None, 
             await deps.on_identity(identity, (exc.reason, exc.message))
             await report(deps, entry, ok=False, reason=exc.reason, message=exc.message)
             return _backoff(deps, entry), "identity"
-        fetched.append(to_fetched(got.secret_list))
+        fetched.append(to_fetched(got.secret_list, scope))
     await deps.on_identity(identity, None)
 
+    source_problem = guards.source_problem(sync, fetched)
+    if source_problem is not None:
+        # Not retried on a timer of its own: the scope's resync and its events bring the next look.
+        await report(deps, entry, ok=False, reason=source_problem[0], message=source_problem[1])
+        return None, "source"
+
     try:
-        want = desired_mod.build_desired(sync, fetched, hmac_key=deps.hmac_key)
+        want = await desired_mod.render_and_build(
+            sync, fetched, hmac_key=deps.hmac_key, renderer=renderpool.shared(deps.settings)
+        )
     except desired_mod.RenderError as exc:
         await report(deps, entry, ok=False, reason=exc.reason, message=exc.message)
         return None, "render"
@@ -197,10 +209,15 @@ def scope_text(scope: scope_mod.Scope) -> str:
     return f"project {scope.project_id} environment {scope.environment} path {scope.path}"
 
 
-def to_fetched(secret_list: service_models.SecretList) -> desired_mod.FetchedSource:
+def to_fetched(secret_list: service_models.SecretList, scope: scope_mod.Scope) -> desired_mod.FetchedSource:
     direct = {s.secret_key: s.secret_value for s in secret_list.secrets}
     imported = [{s.secret_key: s.secret_value for s in group.secrets} for group in secret_list.imports]
-    return desired_mod.FetchedSource(direct=direct, imported=imported)
+    depth = 0
+    if scope.recursive:
+        depth = max(
+            (guards.relative_depth(scope.path, s.secret_path) for s in secret_list.secrets), default=0
+        )
+    return desired_mod.FetchedSource(direct=direct, imported=imported, depth=depth)
 
 
 async def _scopes(
@@ -258,6 +275,12 @@ async def _write(
 ) -> tuple[bool, list[str]]:
     """Write the target when it differs; returns (written, keys now synced)."""
     tkey: state.TargetKey = (want.kind, want.namespace, want.name)
+    protected = guards.Protected(
+        namespace=deps.settings.namespace, hmac_key_secret=deps.settings.hmac_key_secret
+    )
+    refused = guards.protected_name(want, protected)
+    if refused is not None:
+        raise _Refused(*refused, retriable=False)
     actual = deps.targets.objects.get(tkey)
     if actual is None and want.creation_policy != "Merge":
         created = await _create(deps, tkey, want)
@@ -270,10 +293,8 @@ async def _write(
         except kube_errors.KubeError as exc:
             failure = outcomes.from_kube_error(exc, what=f"reading {want.kind} {want.name}")
             raise _Refused(failure.reason, failure.message, retriable=failure.retriable) from exc
-    problem = drift.ownership_problem(want, actual)
-    if problem is not None:
-        raise _Refused(problem[0], problem[1], retriable=problem[0] == reasons.TARGET_NOT_FOUND)
-    previously = entry.status.get("syncedKeys") or []
+    previously = drift.previously_synced(entry.status, kind=want.kind, name=want.name)
+    _check_target(want, actual, previously, protected)
     retained = drift.retained_keys(want, actual, previously)
     keys = sorted(set(want.string_data) | retained)
     why = drift.needs_write(want, actual, previously_synced=previously)
@@ -285,11 +306,11 @@ async def _write(
         manifest.setdefault("data", {}).update({k: actual["data"][k] for k in retained})
     remove = drift.keys_to_remove(want, actual, previously)
     what = f"{want.kind} {want.namespace}/{want.name}"
-    if not remove:
-        deps.targets.expect(tkey, manifest["data"])
     try:
         if why == drift.TYPE_CHANGED:
-            await objects.delete(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name)
+            await _replace(deps, want, previously, protected)
+        if not remove:
+            deps.targets.expect(tkey, manifest["data"])
         result = await objects.apply(deps.kube, manifest, force=want.creation_policy != "Merge")
         if remove:
             result = await objects.remove_keys(
@@ -303,6 +324,36 @@ async def _write(
     log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys))
     metrics.WRITES.labels(reason=why).inc()
     return True, keys
+
+
+# A Merge target appears, or opts in, without an event we watch: look again with backoff.
+_RETRIED_TARGET_PROBLEMS = frozenset({reasons.TARGET_NOT_FOUND, reasons.TARGET_NOT_OPTED_IN})
+
+
+def _check_target(
+    want: desired_mod.DesiredObject,
+    actual: dict[str, Any] | None,
+    previously: list[str],
+    protected: guards.Protected,
+) -> None:
+    problem = guards.target_problem(want, actual, previously_synced=previously, protected=protected)
+    if problem is not None:
+        raise _Refused(*problem, retriable=problem[0] in _RETRIED_TARGET_PROBLEMS)
+
+
+async def _replace(
+    deps: Deps, want: desired_mod.DesiredObject, previously: list[str], protected: guards.Protected
+) -> None:
+    """Delete a Secret whose type must change, judged on a fresh read (the cache may be behind,
+    and someone may have added keys since) and only that incarnation of it (uid precondition)."""
+    fresh = await objects.get(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name)
+    if fresh is None:
+        return
+    _check_target(want, fresh, previously, protected)
+    if drift.needs_write(want, fresh, previously_synced=previously) != drift.TYPE_CHANGED:
+        return
+    uid = (fresh.get("metadata") or {}).get("uid")
+    await objects.delete(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name, uid=uid)
 
 
 def _written(deps: Deps, tkey: state.TargetKey, result: dict[str, Any], *, cache: bool) -> None:

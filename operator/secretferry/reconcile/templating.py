@@ -1,9 +1,13 @@
 """Rendering ``spec.target.template.data`` in a Jinja2 sandbox.
 
 Templates are written by whoever may edit SecretSyncs, so they run in an immutable sandbox with
-strict undefined values and bounded ``*``/``**``. Every secret is a variable when its key is a
-Python identifier that shadows nothing (``{{ DB_USER }}``), and every secret is in the ``secrets``
-dict (``{{ secrets["db-user"] }}``).
+strict undefined values, bounded ``*``/``**``/``range()`` and an output budget counted while the
+template streams. Every secret is a variable when its key is a Python identifier that shadows
+nothing (``{{ DB_USER }}``), and every secret is in the ``secrets`` dict (``{{ secrets["db-user"] }}``).
+
+These bounds only make the common bombs fail fast. What bounds every template (CPU time, memory,
+wall clock) is the worker process the operator renders in (``renderpool`` / ``renderworker``);
+``render`` here is what runs inside it.
 
 Error messages are built here from template names, key names and exception class names only:
 Jinja's own messages may quote a value (``secrets[DB_PASS]`` fails with "dict object has no
@@ -16,8 +20,8 @@ import base64
 import binascii
 import functools
 import json
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, nodes
 from jinja2.exceptions import SecurityError
@@ -25,22 +29,44 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 SECRETS_VAR: Final = "secrets"
-# A Secret holds at most 1 MiB in total; no single rendered value may be larger.
+# A Secret holds at most 1 MiB in total: no intermediate string or list may be longer, and by
+# default the rendered values of one SecretSync may not add up to more (MAX_OUTPUT_BYTES).
 MAX_RENDERED_CHARS: Final = 1024 * 1024
+MAX_OUTPUT_BYTES: Final = 1024 * 1024
 # Integer exponents beyond this only serve to exhaust memory/CPU (2**4096 has 1234 digits).
 MAX_EXPONENT: Final = 4096
+# Jinja's sandbox allows range() of 100,000 items, so two nested loops run 10^10 times. No
+# template that builds a secret needs more than a few hundred; 10,000 leaves room and makes the
+# classic nested-range bomb fail at once instead of at the CPU limit.
+MAX_RANGE: Final = 10_000
+
+Limit = Literal["cpu", "memory", "output", "range", "timeout"]
+"""Which limit a render hit: what the pool caches and what the message names."""
 
 
 class TemplateRenderError(Exception):
     """A template failed. ``str(error)`` names the template key and the cause, never a value."""
 
-    def __init__(self, key: str, message: str) -> None:
+    def __init__(self, key: str, message: str, *, limit: Limit | None = None) -> None:
         super().__init__(f"template {key!r}: {message}")
         self.key = key
+        self.message = message
+        self.limit = limit
 
 
 class _FilterError(Exception):
-    """Raised by our filters with a message that is safe to show."""
+    """Raised by our filters and globals with a message that is safe to show."""
+
+
+class _RangeLimit(_FilterError):
+    """range() beyond MAX_RANGE."""
+
+
+def _range(*args: int) -> range:
+    items = range(*args)
+    if len(items) > MAX_RANGE:
+        raise _RangeLimit(f"range() of more than {MAX_RANGE} items exceeds the range limit")
+    return items
 
 
 def _b64enc(value: str) -> str:
@@ -90,6 +116,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
 _ENV: Final = _Sandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 _ENV.filters.update(b64enc=_b64enc, b64dec=_b64dec, tojson=_tojson, fromjson=_fromjson)
+_ENV.globals["range"] = _range
 
 
 @functools.lru_cache(maxsize=4096)  # the same templates come back every refresh cycle
@@ -108,47 +135,115 @@ def context_for(secrets: Mapping[str, str]) -> dict[str, Any]:
     return context
 
 
-def render(templates: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
-    """Render every template (target key -> Jinja2 source) against the fetched secrets."""
+def render(
+    templates: Mapping[str, str],
+    secrets: Mapping[str, str],
+    *,
+    max_output_bytes: int = MAX_OUTPUT_BYTES,
+    on_key: Callable[[str], None] | None = None,
+) -> dict[str, str]:
+    """Render every template (target key -> Jinja2 source) against the fetched secrets.
+
+    ``max_output_bytes`` bounds the UTF-8 size of all rendered values together (counted while
+    each template streams, so a loop that prints forever stops at the budget, not at the end).
+    ``on_key`` is told each key before it renders (the worker reports progress with it).
+    In-process and unbounded in CPU and memory: the operator calls this inside a worker process
+    (``renderpool``), never on its event loop.
+    """
     context = context_for(secrets)
-    return {key: _render_one(key, source, context) for key, source in templates.items()}
+    rendered: dict[str, str] = {}
+    budget = max_output_bytes
+    for key, source in templates.items():
+        if on_key is not None:
+            on_key(key)
+        value = _render_one(key, source, context, budget=budget, limit_bytes=max_output_bytes)
+        size = _utf8_size(value)
+        if size is None:  # "\ud800" in a template: no Secret or ConfigMap can hold it
+            raise TemplateRenderError(key, "output is not valid Unicode text (an unpaired surrogate)")
+        budget -= size
+        if budget < 0:
+            raise TemplateRenderError(key, _output_message(max_output_bytes), limit="output")
+        rendered[key] = value
+    return rendered
 
 
-def _render_one(key: str, source: str, context: Mapping[str, Any]) -> str:
+def _utf8_size(value: str) -> int | None:
+    try:
+        return len(value.encode())
+    except UnicodeEncodeError:
+        return None
+
+
+def _output_message(limit_bytes: int) -> str:
+    return f"output exceeds the size limit of {limit_bytes} bytes"
+
+
+def _render_one(key: str, source: str, context: Mapping[str, Any], *, budget: int, limit_bytes: int) -> str:
     # Errors are raised outside the ``except`` blocks so that no exception chain (__context__)
     # keeps Jinja's original message, which may quote a value, reachable from ours.
-    failure = _try_render(source, context)
-    if isinstance(failure, _Failure):
-        raise TemplateRenderError(key, failure.message)
-    if len(failure) > MAX_RENDERED_CHARS:
-        raise TemplateRenderError(key, f"result exceeds {MAX_RENDERED_CHARS} characters")
-    return failure
+    result = _try_render(source, context, budget=budget)
+    if isinstance(result, _Failure):
+        if result.limit == "output":
+            raise TemplateRenderError(key, _output_message(limit_bytes), limit="output")
+        raise TemplateRenderError(key, result.message, limit=result.limit)
+    return result
 
 
 class _Failure:
-    __slots__ = ("message",)
+    __slots__ = ("limit", "message")
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, limit: Limit | None = None) -> None:
         self.message = message
+        self.limit = limit
 
 
-def _try_render(source: str, context: Mapping[str, Any]) -> str | _Failure:
-    """The rendered text, or a safe description of why it failed."""
+def _try_render(source: str, context: Mapping[str, Any], *, budget: int) -> str | _Failure:
+    """The rendered text, or a safe description of why it failed.
+
+    MemoryError is not caught: inside the worker it means the memory limit was hit, and the
+    worker reports that itself.
+    """
     try:
         template = _compile(source)
     except TemplateSyntaxError as exc:
         # exc.message describes the template source (spec, not secret data).
         return _Failure(f"syntax error on line {exc.lineno}: {exc.message}")
     try:
-        return str(template.render(context))
+        return _stream(template, context, budget=budget)
+    except _OutputLimit:
+        return _Failure("", limit="output")
+    except MemoryError:
+        raise
     except UndefinedError:
         return _Failure(_describe_undefined(source, context))
     except SecurityError:
         return _Failure("operation not allowed in the sandbox")
+    except _RangeLimit as exc:
+        return _Failure(str(exc), limit="range")
     except _FilterError as exc:
         return _Failure(str(exc))
     except Exception as exc:  # anything else: the class name only, the message may hold a value
         return _Failure(f"rendering failed ({type(exc).__name__})")
+
+
+class _OutputLimit(Exception):
+    pass
+
+
+def _stream(template: Any, context: Mapping[str, Any], *, budget: int) -> str:
+    """``template.render`` (the same text), stopping as soon as the output is over ``budget``.
+
+    Counted in characters while streaming (a character is at least one byte), in bytes by the
+    caller at the end.
+    """
+    chunks: list[str] = []
+    size = 0
+    for chunk in template.generate(context):
+        size += len(chunk)
+        if size > budget:
+            raise _OutputLimit
+        chunks.append(chunk)
+    return "".join(chunks)
 
 
 def _describe_undefined(source: str, context: Mapping[str, Any]) -> str:

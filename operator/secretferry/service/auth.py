@@ -12,7 +12,14 @@ an identity needs its token, and a restart or an expiry must cost ONE login, not
   or 403 ``TokenError``) it drops that token, logs in again ONCE with fresh credentials (a freshly
   minted ServiceAccount token, never the one used before) and retries; a second failure is raised.
 - Failed logins are remembered for a backoff period (full jitter): during it callers get the last
-  login error immediately, so a broken credential cannot turn into a tight login loop.
+  login error immediately, so a broken credential cannot turn into a tight login loop. When the
+  failure was the host not answering and the host has answered since (``health.HostHealth``), the
+  next caller logs in at once: after an outage, one login per identity, not one per backoff.
+- Every login is logged at INFO with the identity and why it happened (first login, token
+  rejected, renewal failed, max TTL near, expired), and reported to ``on_login(method, result)``.
+- A token we stop using is revoked at the service in the background (``revoker``): replaced by a
+  login or by a renewal that returned a new one, rejected, the identity changed or removed
+  (``retire``, after a grace period for calls under way), the operator stopping (``close``).
 
 Tokens never reach a log line, an exception message or a ``repr``.
 """
@@ -27,74 +34,39 @@ import datetime
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
-from secretferry.service import backoff, errors, events, models
+from secretferry.service import backoff, credentials, errors, events, health, models, revoker
 from secretferry.service import client as service_client
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# Why a login happens, for its log line (a fixed vocabulary: no values, no tokens).
+FIRST_LOGIN = "first login"
+TOKEN_REJECTED = "the service rejected the token"
+TOKEN_EXPIRED = "the token expired"
+MAX_TTL_NEAR = "the token's max TTL is near"
+NOT_RENEWABLE = "the token is near expiry and cannot be renewed"
 
-class Credentials(Protocol):
-    """How an identity logs in; ``kind`` names the method in logs and status."""
+# A retired session (identity changed or removed) keeps its token this long before revoking it:
+# reconciles that picked the session up just before finish their calls (each bounded by the
+# 10 s call timeout), instead of failing with a token revoked under them.
+RETIRE_GRACE_SECONDS = 30.0
+# At shutdown, how long revocations may hold up the exit: a few round trips. The kubelet's
+# default grace period is 30 s, and a service that does not answer must not use all of it.
+CLOSE_TIMEOUT_SECONDS = 3.0
 
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def can_relogin(self) -> bool:
-        """Whether a new login can yield a different (valid) token."""
-        ...
-
-    async def login(self, client: service_client.ServiceClient) -> models.LoginResult: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class KubernetesCredentials:
-    """Kubernetes auth; ``mint_jwt`` returns a NEW ServiceAccount token and is called at every login."""
-
-    identity_id: str
-    mint_jwt: Callable[[], Awaitable[str]]
-    organization_slug: str | None = None
-
-    kind = "kubernetes"
-    can_relogin = True
-
-    async def login(self, client: service_client.ServiceClient) -> models.LoginResult:
-        jwt = await self.mint_jwt()
-        return await client.login_kubernetes(
-            identity_id=self.identity_id, jwt=jwt, organization_slug=self.organization_slug
-        )
+OnLogin = Callable[[str, str], None]
+"""``on_login(method, result)``: ``result`` is ``success`` or the error's class name."""
 
 
-@dataclasses.dataclass(frozen=True)
-class UniversalCredentials:
-    """Universal auth (client id + secret)."""
-
-    client_id: str
-    client_secret: str = dataclasses.field(repr=False)
-
-    kind = "universal"
-    can_relogin = True
-
-    async def login(self, client: service_client.ServiceClient) -> models.LoginResult:
-        return await client.login_universal(client_id=self.client_id, client_secret=self.client_secret)
-
-
-@dataclasses.dataclass(frozen=True)
-class StaticTokenCredentials:
-    """A ready access token (development): never renewed, never replaced, never revoked by us."""
-
-    token: str = dataclasses.field(repr=False)
-
-    kind = "accessToken"
-    can_relogin = False
-
-    async def login(self, client: service_client.ServiceClient) -> models.LoginResult:
-        # Lifetime unknown: 0 means "no expiry known", so the session never tries to renew it.
-        return models.LoginResult(access_token=self.token, expires_in=0)
+# The login methods live in ``credentials``; named here too, where sessions are built.
+Credentials = credentials.Credentials
+KubernetesCredentials = credentials.KubernetesCredentials
+UniversalCredentials = credentials.UniversalCredentials
+StaticTokenCredentials = credentials.StaticTokenCredentials
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +94,8 @@ class AuthSession:
         login_backoff_max: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        on_login: OnLogin | None = None,
+        retire_grace_seconds: float = RETIRE_GRACE_SECONDS,
     ) -> None:
         if not 0 < renew_margin_fraction < 1:
             raise ValueError("renew_margin_fraction must be between 0 and 1")
@@ -137,6 +111,13 @@ class AuthSession:
         self._last_login_error: errors.ServiceError | None = None
         self._refresh_backoff = backoff.Backoff(login_backoff_initial, login_backoff_max, clock=clock)
         self._last_login_at: datetime.datetime | None = None
+        self._on_login = on_login
+        self._retire_grace = retire_grace_seconds
+        self._retired = False
+        self._retire_handle: asyncio.TimerHandle | None = None
+        self._relogin_reason: str | None = None
+        self._login_failed_recoveries = 0  # the host's recovery count when a login last failed
+        self._revoker = revoker.Revoker(client, name=self._name)
         self.logins = 0
         self.renewals = 0
         self.login_failures = 0
@@ -160,6 +141,15 @@ class AuthSession:
     def has_token(self) -> bool:
         return self._current is not None
 
+    @property
+    def host_health(self) -> health.HostHealth:
+        return self._client.host_health
+
+    @property
+    def revocations(self) -> int:
+        """Replaced tokens the service confirmed revoked."""
+        return self._revoker.revoked
+
     # --- the token -------------------------------------------------------------------------------------
 
     async def token(self) -> str:
@@ -175,10 +165,15 @@ class AuthSession:
             return (await self._refresh(current, now)).value
 
     def invalidate(self, token: str) -> None:
-        """The service rejected ``token``: forget it, unless another caller already replaced it."""
+        """The service rejected ``token``: forget it, unless another caller already replaced it.
+
+        It is revoked too: a stream's re-check can fail on a permission while the token lives on.
+        """
         if self._current is not None and self._current.value == token:
             logger.info("access token of %s was rejected; the next call logs in again", self._name)
             self._current = None
+            self._relogin_reason = TOKEN_REJECTED
+            self._revoke_later(token, why="rejected by the service")
 
     async def call(self, fn: Callable[[service_client.ServiceClient], Awaitable[T]]) -> T:
         """Run ``fn`` with an authenticated client; one re-login and retry on ``AuthenticationError``."""
@@ -211,15 +206,44 @@ class AuthSession:
             raise
 
     async def revoke(self) -> None:
-        """Revoke the current token at the service (not for static tokens: they are not ours)."""
+        """Revoke the current token at the service now (not static tokens: they are not ours)."""
         async with self._lock:
             current, self._current = self._current, None
             if current is not None and self._credentials.can_relogin:
                 await self._client.revoke_token(current.value)
 
-    async def close(self) -> None:
-        """Forget the token without revoking it (other processes may share the identity's tokens)."""
-        self._current = None
+    def retire(self) -> None:
+        """The identity changed or was removed: no more logins; the token is revoked after
+        ``retire_grace_seconds``, so calls already under way finish with it."""
+        if self._retired:
+            return
+        self._retired = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._drop_and_revoke("identity changed or removed")
+            return
+        self._retire_handle = loop.call_later(
+            self._retire_grace, self._drop_and_revoke, "identity changed or removed"
+        )
+
+    async def close(self, *, timeout_seconds: float = CLOSE_TIMEOUT_SECONDS) -> None:
+        """Shutdown: revoke the token (each process logs in for itself: nobody else uses it) and
+        wait for pending revocations, at most ``timeout_seconds``."""
+        self._retired = True
+        if self._retire_handle is not None:
+            self._retire_handle.cancel()
+        self._drop_and_revoke("operator shutdown")
+        await self._revoker.drain(timeout_seconds=timeout_seconds)
+
+    def _drop_and_revoke(self, why: str) -> None:
+        current, self._current = self._current, None
+        if current is not None:
+            self._revoke_later(current.value, why=why)
+
+    def _revoke_later(self, token: str, *, why: str) -> None:
+        if self._credentials.can_relogin:  # a static token is the user's, not ours to revoke
+            self._revoker.revoke_later(token, why=why)
 
     # --- internals ------------------------------------------------------------------------------------
 
@@ -233,13 +257,17 @@ class AuthSession:
     async def _refresh(self, current: _Token | None, now: float) -> _Token:
         if current is not None and self._renewable(current, now):
             try:
-                return self._install(await self._renew(current), now, max_deadline=current.max_deadline)
+                result = await self._renew(current)
+                return self._install(result, now, max_deadline=current.max_deadline, why="renewed")
             except errors.ServiceError as exc:
                 logger.info(
                     "renewing the token of %s failed (%s); logging in again", self._name, type(exc).__name__
                 )
+                reason = f"renewal failed ({type(exc).__name__})"
+        else:
+            reason = self._login_reason(current, now)
         try:
-            return await self._login()
+            return await self._login(reason)
         except errors.ServiceError:
             if current is not None and (current.deadline is None or self._clock() < current.deadline):
                 delay = self._refresh_backoff.next_delay()
@@ -250,6 +278,16 @@ class AuthSession:
                 )
                 return current
             raise
+
+    def _login_reason(self, current: _Token | None, now: float) -> str:
+        if current is None:
+            return self._relogin_reason or (FIRST_LOGIN if self.logins == 0 else "no token")
+        if current.deadline is not None and now >= current.deadline:
+            return TOKEN_EXPIRED
+        max_deadline, ttl = current.max_deadline, current.ttl
+        if max_deadline is not None and ttl is not None and max_deadline - now <= self._margin * ttl:
+            return MAX_TTL_NEAR
+        return NOT_RENEWABLE
 
     def _renewable(self, token: _Token, now: float) -> bool:
         if not self._credentials.can_relogin or token.deadline is None or now >= token.deadline:
@@ -265,20 +303,30 @@ class AuthSession:
         logger.debug("renewed the token of %s (expires in %s s)", self._name, result.expires_in)
         return result
 
-    async def _login(self) -> _Token:
-        if not self._login_backoff.ready() and self._last_login_error is not None:
-            raise _fresh_copy(self._last_login_error)
+    async def _login(self, reason: str) -> _Token:
+        if self._retired:
+            raise errors.AuthenticationError(
+                f"{self._name}: this login session was retired (the identity changed or was removed)"
+            )
+        last_error = self._last_login_error
+        if last_error is not None and not self._login_backoff.ready() and not self._host_back(last_error):
+            raise _fresh_copy(last_error)
         started = self._clock()
         try:
             result = await self._credentials.login(self._client)
-        except errors.ServiceError as exc:
+        except Exception as exc:  # counted whatever it is; only service errors back off
+            self._count_login(type(exc).__name__)
+            if not isinstance(exc, errors.ServiceError):
+                raise
             self.login_failures += 1
             self._last_login_error = exc
+            self._login_failed_recoveries = self.host_health.recoveries
             delay = self._login_backoff.next_delay(getattr(exc, "retry_after", None))
             logger.warning(
-                "login of %s (%s) failed: %s; next attempt in %.1f s",
+                "login of %s (%s, %s) failed: %s; next attempt in %.1f s",
                 self._name,
                 self._credentials.kind,
+                reason,
                 type(exc).__name__,
                 delay,
             )
@@ -286,14 +334,33 @@ class AuthSession:
         self._login_backoff.reset()
         self._refresh_backoff.reset()
         self._last_login_error = None
+        self._relogin_reason = None
         self.logins += 1
+        self._count_login("success")
         self._last_login_at = datetime.datetime.fromtimestamp(self._wall_clock(), tz=datetime.UTC)
         max_ttl = result.access_token_max_ttl
         max_deadline = started + max_ttl if max_ttl and max_ttl > 0 else None
-        logger.info("logged in as %s (%s)", self._name, self._credentials.kind)
-        return self._install(result, started, max_deadline=max_deadline)
+        logger.info("logged in as %s (%s): %s", self._name, self._credentials.kind, reason)
+        return self._install(result, started, max_deadline=max_deadline, why="replaced by a new login")
 
-    def _install(self, result: models.LoginResult, started: float, *, max_deadline: float | None) -> _Token:
+    def _host_back(self, error: errors.ServiceError) -> bool:
+        """Whether the last login failed because nobody answered, and the host answers again."""
+        if not isinstance(error, errors.Unavailable) or isinstance(error, errors.RateLimited):
+            return False
+        host = self.host_health
+        return host.recoveries > self._login_failed_recoveries and host.retry_allowed()
+
+    def _count_login(self, result: str) -> None:
+        if self._on_login is None:
+            return
+        try:
+            self._on_login(self._credentials.kind, result)
+        except Exception:
+            logger.exception("on_login hook failed")
+
+    def _install(
+        self, result: models.LoginResult, started: float, *, max_deadline: float | None, why: str
+    ) -> _Token:
         ttl = float(result.expires_in) if result.expires_in > 0 else None
         deadline: float | None = None
         refresh_at: float | None = None
@@ -315,7 +382,9 @@ class AuthSession:
             ttl=ttl,
         )
         self._refresh_backoff.reset()
-        self._current = token
+        previous, self._current = self._current, token
+        if previous is not None and previous.value != token.value:
+            self._revoke_later(previous.value, why=why)
         return token
 
 

@@ -61,6 +61,18 @@ class Backoff:
         """Whether the wait after the last failure is over (always true after ``reset``)."""
         return self.retry_at is None or self._clock() >= self.retry_at
 
+    def expedite(self, not_before: float | None = None) -> None:
+        """Allow the next attempt now (or at ``not_before``), keeping the failure count.
+
+        For "the host answers again": the waiting thing retries at once instead of sleeping out
+        its delay, and should that attempt fail too, its next delay is as long as it would have
+        been — a service that flaps does not turn the retries into a tight loop.
+        """
+        if self.retry_at is None:
+            return
+        now = self._clock()
+        self.retry_at = min(self.retry_at, max(now, not_before or now))
+
     def reset(self) -> None:
         """A success: the next failure starts again from ``initial``."""
         self._failures = 0

@@ -52,8 +52,9 @@ class ServiceClient(privileges.PrivilegeEndpoints, admin.AdminEndpoints):
     """Async client for one service base URL; use as ``async with ServiceClient(...) as client``.
 
     ``ServiceClient(base_url, *, access_token=None, verify=True, timeout=10.0,
-    stream_read_timeout=60.0, transport=None, user_agent="secretferry/<version>")``; see
-    ``client_base.ClientBase`` for the lifecycle (``with_token``, ``aclose``).
+    stream_read_timeout=60.0, transport=None, user_agent="secretferry/<version>",
+    on_host_recovered=None)``; see ``client_base.ClientBase`` for the lifecycle (``with_token``,
+    ``aclose``) and ``host_health``.
     """
 
     # --- authentication (service-contract.md) --------------------------------------------------------

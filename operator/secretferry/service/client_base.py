@@ -7,13 +7,13 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Self
 
 import httpx
 
 import secretferry
-from secretferry.service import connection, errors
+from secretferry.service import connection, errors, health
 
 DEFAULT_USER_AGENT = f"secretferry/{secretferry.__version__}"
 
@@ -39,6 +39,8 @@ class ClientBase:
         stream_read_timeout: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,
         user_agent: str = DEFAULT_USER_AGENT,
+        # Called when the host answers again after it was down (``health.HostHealth``).
+        on_host_recovered: Callable[[health.HostHealth], None] | None = None,
     ) -> None:
         self._conn = connection.Connection(
             base_url,
@@ -48,6 +50,8 @@ class ClientBase:
             transport=transport,
             user_agent=user_agent,
         )
+        if on_host_recovered is not None:
+            self._conn.health.subscribe(on_host_recovered)
         self._token = access_token
         self._owns_connection = True
 
@@ -57,6 +61,11 @@ class ClientBase:
     @property
     def api_root(self) -> str:
         return self._conn.api_root
+
+    @property
+    def host_health(self) -> health.HostHealth:
+        """Whether this client's host answers; shared by every token view of the pool."""
+        return self._conn.health
 
     def with_token(self, access_token: str) -> Self:
         """A view with ``access_token`` that shares this client's pool (closing it is a no-op)."""

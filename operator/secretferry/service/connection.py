@@ -3,6 +3,9 @@
 This is where httpx is used; every httpx exception is translated here (``raise ... from``), so
 nothing above this module sees one. Response bodies of successful calls may hold secret values:
 they are never echoed into messages, only the endpoint and the schema locations that failed.
+
+Every request's fate (an answer, or nobody answering) is reported to the pool's
+``health.HostHealth``, which notices a host that went away and tells listeners when it is back.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, TypeVar
 import httpx
 import pydantic
 
-from secretferry.service import errors, wire
+from secretferry.service import errors, health, wire
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -98,6 +101,7 @@ class Connection:
             headers={"User-Agent": user_agent, "Accept": "application/json"},
             follow_redirects=False,
         )
+        self.health = health.HostHealth(self.api_root, probe=self._probe)
 
     def url(self, path: str) -> str:
         """``/api/v4/secrets`` → ``<api root>/v4/secrets`` (paths are written as in the reference)."""
@@ -106,7 +110,31 @@ class Connection:
         return self.api_root + path[len("/api") :]
 
     async def aclose(self) -> None:
+        await self.health.aclose()
         await self._http.aclose()
+
+    async def _probe(self) -> None:
+        """One ``GET /api/status`` for ``health``; its outcome reaches ``health`` through ``send``."""
+        path = health.PROBE_PATH
+        await self.send("GET", path, endpoint=f"GET {path}", token=None, probe=True)
+
+    def _observe(self, response: httpx.Response, *, probe: bool = False, stream: bool = False) -> None:
+        """Report an answer to ``health``; a 429's retry-after holds for the host (not a stream's:
+        that refusal counts open streams of one identity and project, not calls from this IP)."""
+        if response.status_code in health.HOST_DOWN_STATUSES:
+            self.health.failed(probe=probe)
+        elif response.status_code == 429 and not stream:
+            seconds = wire.retry_after(response.headers.get("retry-after"))
+            default = errors.DEFAULT_RATE_LIMIT_RETRY_AFTER_SECONDS
+            self.health.answered(retry_after=default if seconds is None else seconds)
+        else:
+            self.health.answered()
+
+    def _failed(self, error: errors.ServiceError, *, probe: bool = False) -> errors.ServiceError:
+        """Nobody answered (connection, timeout) unless the answer itself was unreadable."""
+        if isinstance(error, errors.Unavailable):
+            self.health.failed(probe=probe)
+        return error
 
     async def send(
         self,
@@ -118,13 +146,14 @@ class Connection:
         params: Params = None,
         json_body: object | None = None,
         headers: Mapping[str, str] | None = None,
+        probe: bool = False,
     ) -> httpx.Response:
         """Send one request and read its answer; transport failures become ``errors``."""
         all_headers = dict(headers or {})
         if token is not None:
             all_headers["Authorization"] = f"Bearer {token}"
         try:
-            return await self._http.request(
+            response = await self._http.request(
                 method,
                 self.url(path),
                 params=tuple(params) if params else None,
@@ -132,7 +161,9 @@ class Connection:
                 headers=all_headers,
             )
         except httpx.HTTPError as exc:
-            raise _transport_error(endpoint, exc) from exc
+            raise self._failed(_transport_error(endpoint, exc), probe=probe) from exc
+        self._observe(response, probe=probe)
+        return response
 
     def raise_for_status(self, response: httpx.Response, *, endpoint: str, subscribe: bool = False) -> None:
         if 200 <= response.status_code < 300:
@@ -210,7 +241,8 @@ class Connection:
         try:
             response = await self._http.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise _transport_error(endpoint, exc) from exc
+            raise self._failed(_transport_error(endpoint, exc)) from exc
+        self._observe(response, stream=True)
         chunks = self._chunks(response, endpoint=endpoint)
         try:
             if not 200 <= response.status_code < 300:

@@ -27,7 +27,7 @@ import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from secretferry.service import errors
+from secretferry.service import errors, wire
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +39,6 @@ EVENT_TYPES = frozenset({SECRET_CREATE, SECRET_UPDATE, SECRET_DELETE, SECRET_IMP
 
 # The only project type the API defines; others are "announced as coming later".
 PROJECT_TYPE = "secret-manager"
-
-# An ``event: error`` message is shown to operators; keep it short in case the server is chatty.
-_MAX_ERROR_MESSAGE_LENGTH = 300
 
 # SSE allows CRLF, CR or LF line ends.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -154,13 +151,13 @@ def stream_error(data: str) -> errors.StreamError:
         body = data.strip() or None
     if isinstance(body, dict):
         text = body.get("message") or body.get("error")
-        req_id = body.get("reqId") if isinstance(body.get("reqId"), str) else None
+        req_id = wire.request_id(body.get("reqId"))
         status = body.get("statusCode") if isinstance(body.get("statusCode"), int) else None
         if isinstance(text, str) and text:
-            message = f"{message}: {text}"
+            message = f"{message}: {wire.service_said(text)}"
     elif isinstance(body, str):
-        message = f"{message}: {body}"
-    return errors.StreamError(message[:_MAX_ERROR_MESSAGE_LENGTH], status_code=status, req_id=req_id)
+        message = f"{message}: {wire.service_said(body)}"
+    return errors.StreamError(message, status_code=status, req_id=req_id)
 
 
 class SSEParser:

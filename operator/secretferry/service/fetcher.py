@@ -101,6 +101,20 @@ class ScopeFetcher:
             return None
         return entry.backoff.retry_at
 
+    def retry_now(self, scope: scopes.Scope, *, not_before: float | None = None) -> bool:
+        """End the backoff of a scope that failed because its host was not answering (the host
+        answers again); keeps the failure count and any later ``retry-after``. True if it was waiting."""
+        entry = self._entries.get(scope)
+        error = entry.last_error if entry else None
+        if (
+            entry is None
+            or not isinstance(error, errors.Unavailable)
+            or isinstance(error, errors.RateLimited)
+        ):
+            return False
+        entry.backoff.expedite(not_before)
+        return True
+
     def forget(self, scope: scopes.Scope) -> None:
         """No sync uses ``scope`` any more: drop its cache (an in-flight call finishes unseen)."""
         self._entries.pop(scope, None)

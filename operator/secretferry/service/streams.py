@@ -16,7 +16,9 @@ error class, how long to wait before the next connection:
   the token); the first one reconnects at once, repeated ones back off (no tight login loop);
 - ``PlanNotSupported`` / ``PermissionDenied`` (and other refusals that retrying cannot fix): the
   scopes poll; the stream is retried after ``retry_after_refusal_seconds``;
-- ``StreamLimitReached``, ``Unavailable``, anything else: exponential backoff with full jitter.
+- ``StreamLimitReached``, ``Unavailable``, anything else: exponential backoff with full jitter;
+  ``retry_now(identity_keys)`` cuts short the wait of streams that failed because their host did
+  not answer, when it answers again (the backoff keeps growing should it fail once more).
 
 ``on_mode(scope, "Streaming" | "Polling", reason)`` is called when a scope's mode or its reason
 changes. A dropped stream that reconnects at once does not flap the mode; a failed connect does.
@@ -31,7 +33,7 @@ import dataclasses
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 
 from secretferry.service import backoff, errors, events, scopes, streamplan
@@ -82,6 +84,9 @@ class _Stream:
     task: asyncio.Task[None] | None = None
     flush_task: asyncio.Task[None] | None = None
     pending: set[scopes.Scope] = dataclasses.field(default_factory=set)
+    waiting_for_host: bool = False
+    """Waiting to reconnect after the host did not answer (see ``StreamManager.retry_now``)."""
+    wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 @dataclasses.dataclass
@@ -143,6 +148,20 @@ class StreamManager:
     def mode(self, scope: scopes.Scope) -> tuple[str, str] | None:
         """The last ``(mode, reason)`` reported for ``scope``."""
         return self._modes.get(scope)
+
+    def retry_now(self, identity_keys: Collection[str]) -> int:
+        """The host of these identities answers again: streams of theirs waiting because it did
+        not reconnect now instead of sleeping out their backoff. Returns how many were woken."""
+        woken = 0
+        for group in self._groups.values():
+            if group.identity_key not in identity_keys:
+                continue
+            for stream in group.streams.values():
+                if stream.waiting_for_host:
+                    stream.waiting_for_host = False
+                    stream.wake.set()
+                    woken += 1
+        return woken
 
     def registrations(self, identity_key: str, project_id: str) -> list[tuple[events.EventRegistration, ...]]:
         group = self._groups.get((identity_key, project_id))
@@ -229,7 +248,19 @@ class StreamManager:
                 auth_failures += 1
             delay = self._after(stream, attempt, failure, retry, first_auth_failure=auth_failures == 1)
             self.stats.reconnects += 1
-            await asyncio.sleep(delay)
+            await self._wait(stream, delay, host_down=_host_not_answering(failure))
+
+    @staticmethod
+    async def _wait(stream: _Stream, delay: float, *, host_down: bool) -> None:
+        """Sleep ``delay`` seconds, or less when ``retry_now`` wakes a stream whose host was down."""
+        stream.wake.clear()
+        stream.waiting_for_host = host_down
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await stream.wake.wait()
+        finally:
+            stream.waiting_for_host = False
 
     async def _connect_once(self, stream: _Stream, attempt: _Attempt) -> None:
         """One connection: returns when the server ends it or the watchdog fires; raises otherwise."""
@@ -367,3 +398,8 @@ class StreamManager:
                 self._on_mode(scope, mode, reason)
             except Exception:
                 logger.exception("on_mode failed")
+
+
+def _host_not_answering(failure: BaseException | None) -> bool:
+    """Unavailable, but not a refusal with a ``retry-after`` (429) that must be honoured."""
+    return isinstance(failure, errors.Unavailable) and not isinstance(failure, errors.RateLimited)

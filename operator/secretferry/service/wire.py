@@ -3,19 +3,24 @@
 - ``api_root``: where the API lives for a configured host.
 - ``list_secrets_params``: the query of ``GET /api/v4/secrets``.
 - ``error_for``: status code + error body → the ``errors`` class that callers branch on.
+- ``service_said``: the service's own words, marked as such, for messages that reach status.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import urllib.parse
 from typing import Any
 
 from secretferry.service import errors, models, validation
 
-# Error messages from the service are shown to operators; keep them to a readable length.
-_MAX_SERVICE_MESSAGE_LENGTH = 500
+# Text the service wrote reaches status conditions and Events: a status message must stay
+# readable, and a hostile service must not fill it with text that reads as ours.
+_MAX_SERVICE_TEXT_LENGTH = 200
+# Request ids are short opaque tokens; anything else is not shown.
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 # service-contract.md: an expired token is answered 401, or 403 with this error name.
 _TOKEN_ERROR = "TokenError"
@@ -95,7 +100,22 @@ def decode_error_body(content: bytes) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def _message(body: dict[str, Any], default: str) -> str:
+def service_said(text: str) -> str:
+    """``service said: "…"``: the service's text, quoted, cut to 200 characters, unprintable
+    characters (line breaks, bidi controls) replaced, so it can neither pass for the operator's
+    own words nor forge a line in a log or an Event."""
+    clean = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    if len(clean) > _MAX_SERVICE_TEXT_LENGTH:
+        clean = clean[:_MAX_SERVICE_TEXT_LENGTH] + "…"
+    return f"service said: {json.dumps(clean, ensure_ascii=False)}"
+
+
+def request_id(value: object) -> str | None:
+    """A request id the service sent, if it looks like one (it is shown in status)."""
+    return value if isinstance(value, str) and _REQUEST_ID.fullmatch(value) else None
+
+
+def _message(body: dict[str, Any]) -> str:
     raw = body.get("message")
     if isinstance(raw, list):
         parts = []
@@ -111,8 +131,7 @@ def _message(body: dict[str, Any], default: str) -> str:
         raw = "; ".join(p for p in parts if p)
     if not isinstance(raw, str) or not raw:
         raw = body.get("error") if isinstance(body.get("error"), str) else None
-    text = raw or default
-    return text if len(text) <= _MAX_SERVICE_MESSAGE_LENGTH else text[:_MAX_SERVICE_MESSAGE_LENGTH] + "…"
+    return raw or ""
 
 
 def error_for(
@@ -125,9 +144,9 @@ def error_for(
     reason: str = "",
 ) -> errors.ServiceError:
     """Map a non-success answer to its error class; ``subscribe`` enables the stream refusals."""
-    req_id = body.get("reqId") if isinstance(body.get("reqId"), str) else None
-    text = _message(body, reason or f"HTTP {status_code}")
-    message = f"{endpoint}: {text}"
+    req_id = request_id(body.get("reqId"))
+    text = _message(body) or reason  # the service's words (a reason phrase is the server's too)
+    message = f"{endpoint}: {service_said(text)}" if text else f"{endpoint}: HTTP {status_code}"
     common: dict[str, Any] = {"status_code": status_code, "req_id": req_id}
     is_issue_list = isinstance(body.get("message"), list)
     if status_code == 401:

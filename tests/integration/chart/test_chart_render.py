@@ -64,6 +64,9 @@ def test_values_map_onto_settings(render: Render) -> None:
         render(
             set_values=[
                 "config.defaultHostAPI=https://secrets.example.com",
+                "config.allowedHosts={https://other.example.com,vault.example:8443}",
+                "config.allowInsecureHTTP=true",
+                "config.maxTokenExpirationSeconds=900",
                 "config.logLevel=DEBUG",
                 "config.logFormat=text",
                 "config.workers=8",
@@ -79,6 +82,9 @@ def test_values_map_onto_settings(render: Render) -> None:
     assert env["SECRETFERRY_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["SECRETFERRY_WATCH_NAMESPACES"] == "a,b"
     assert env["SECRETFERRY_DEFAULT_HOST_API"] == "https://secrets.example.com"
+    assert env["SECRETFERRY_ALLOWED_HOSTS"] == "https://other.example.com,vault.example:8443"
+    assert env["SECRETFERRY_ALLOW_INSECURE_HTTP"] == "true"
+    assert env["SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS"] == "900"
     assert env["SECRETFERRY_LOG_LEVEL"] == "DEBUG"
     assert env["SECRETFERRY_LOG_FORMAT"] == "text"
     assert env["SECRETFERRY_WORKERS"] == "8"
@@ -111,23 +117,58 @@ def test_metrics_disabled_sets_port_zero_and_drops_the_service(render: Render) -
     assert by_kind(docs, "Service") == []
 
 
+# Exactly what the operator calls (kube/*.py, kopf's watches), verb by verb: a verb added here
+# must come with a call that needs it, and README's RBAC section says why.
+NAMESPACED_RULES = {
+    *{
+        ("secretferry.io", kind, verb)
+        for kind in ("secretsyncs", "machineidentities")
+        for verb in ("list", "watch")
+    },
+    ("secretferry.io", "secretsyncs/status", "patch"),
+    ("secretferry.io", "machineidentities/status", "patch"),
+    *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
+    *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
+    ("events.k8s.io", "events", "create"),
+    ("", "serviceaccounts", "get"),
+    ("", "serviceaccounts/token", "create"),
+    *{
+        ("apps", kind, verb)
+        for kind in ("deployments", "statefulsets", "daemonsets")
+        for verb in ("list", "patch")
+    },
+    ("argoproj.io", "rollouts", "list"),
+    ("argoproj.io", "rollouts", "patch"),
+}
+CLUSTER_RULES = {
+    ("secretferry.io", "clustermachineidentities", "list"),
+    ("secretferry.io", "clustermachineidentities", "watch"),
+    ("secretferry.io", "clustermachineidentities/status", "patch"),
+    ("", "namespaces", "get"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+}
+# kopf lists and watches namespaces when it serves a list of them (not cluster-wide).
+KOPF_NAMESPACE_OBSERVER = {("", "namespaces", "list"), ("", "namespaces", "watch")}
+
+
+def _assert_no_dangerous_grants(rules: set[tuple[str, str, str]]) -> None:
+    assert not any(
+        verb in {"*", "update", "escalate", "bind", "impersonate", "deletecollection"} for *_, verb in rules
+    )
+    assert not any(
+        res in {"*", "pods", "clusterroles", "roles", "rolebindings", "clusterrolebindings"}
+        for _, res, _ in rules
+    )
+    assert not any(group in {"*", "kopf.dev"} for group, _, _ in rules)
+
+
 def test_cluster_wide_rbac(render: Render) -> None:
     docs = render()
-    role = one(docs, "ClusterRole")
-    rules = _rules(role)
-    for verb in ("get", "list", "watch", "create", "patch", "update", "delete"):
-        assert ("", "secrets", verb) in rules
-        assert ("", "configmaps", verb) in rules
-    for kind in ("secretsyncs", "machineidentities", "clustermachineidentities"):
-        assert {(("secretferry.io", kind, v)) for v in ("get", "list", "watch", "patch")} <= rules
-        assert {("secretferry.io", f"{kind}/status", v) for v in ("get", "patch", "update")} <= rules
-    assert ("", "serviceaccounts/token", "create") in rules
-    assert ("events.k8s.io", "events", "create") in rules
-    assert ("argoproj.io", "rollouts", "patch") in rules
-    assert ("apiextensions.k8s.io", "customresourcedefinitions", "list") in rules
-    assert not any(group == "kopf.dev" for group, _, _ in rules)
-    assert not any(verb in {"*", "escalate", "bind", "impersonate"} for _, _, verb in rules)
-    assert not any(res in {"*", "clusterroles", "roles"} for _, res, _ in rules)
+    rules = _rules(one(docs, "ClusterRole"))
+    assert rules == NAMESPACED_RULES | CLUSTER_RULES
+    assert all(r.get("resourceNames") is None for r in one(docs, "ClusterRole")["rules"])
+    _assert_no_dangerous_grants(rules)
     assert by_kind(docs, "Role") == []
     binding = one(docs, "ClusterRoleBinding")
     assert binding["subjects"] == [
@@ -135,25 +176,32 @@ def test_cluster_wide_rbac(render: Render) -> None:
     ]
 
 
+def test_cluster_wide_rbac_without_argo_rollouts(render: Render) -> None:
+    rules = _rules(one(render(set_values=["rbac.argoRollouts=false"]), "ClusterRole"))
+    assert not any(group == "argoproj.io" for group, _, _ in rules)
+    assert ("apps", "deployments", "patch") in rules
+
+
 def test_namespaced_rbac(render: Render) -> None:
     docs = render(CI / "namespaced-values.yaml")
     cluster_rules = _rules(one(docs, "ClusterRole"))
-    assert {res for _, res, _ in cluster_rules} == {
-        "clustermachineidentities",
-        "clustermachineidentities/status",
-        "namespaces",
-        "customresourcedefinitions",
-    }
+    # Nothing namespaced is granted cluster-wide: no Secret, token or workload right outside the
+    # served namespaces.
+    assert cluster_rules == CLUSTER_RULES | KOPF_NAMESPACE_OBSERVER
+    _assert_no_dangerous_grants(cluster_rules)
     roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by_kind(docs, "Role")}
     assert set(roles) == {
         ("secretferry-ci-a", "ci-secretferry"),
         ("secretferry-ci-b", "ci-secretferry"),
         ("secretferry-system", "ci-secretferry-hmac-key"),
     }
-    assert ("", "secrets", "delete") in _rules(roles["secretferry-ci-a", "ci-secretferry"])
+    for ns in ("secretferry-ci-a", "secretferry-ci-b"):
+        assert _rules(roles[ns, "ci-secretferry"]) == NAMESPACED_RULES
+    # Its own namespace (not served): create Secrets, and read only the HMAC key.
     hmac = roles["secretferry-system", "ci-secretferry-hmac-key"]
     assert [r.get("resourceNames") for r in hmac["rules"]] == [None, ["secretferry-hmac-key"]]
     assert hmac["rules"][0]["verbs"] == ["create"]
+    assert hmac["rules"][1]["verbs"] == ["get"]
     bindings = {(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in by_kind(docs, "RoleBinding")}
     assert bindings == set(roles)
 

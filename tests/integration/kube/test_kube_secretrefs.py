@@ -39,3 +39,18 @@ async def test_binary_value_is_refused_without_quoting_it(
         await secretrefs.read_key(kube, namespace=namespace, name="bin", key="k")
     assert caught.value.__cause__ is None
     assert "xff" not in str(caught.value).lower()
+
+
+async def test_read_keeps_annotations_and_hides_data_from_repr(
+    kube: client.Kube, control_plane: ControlPlane, namespace: str
+) -> None:
+    control_plane.kubectl(
+        "create", "secret", "generic", "opted", "-n", namespace, "--from-literal=token=r3pr-h1dden-value"
+    )
+    control_plane.kubectl(
+        "annotate", "secret", "opted", "-n", namespace, "secretferry.io/allowed-identities=a,b"
+    )
+    secret = await secretrefs.read(kube, namespace=namespace, name="opted")
+    assert secret.annotations["secretferry.io/allowed-identities"] == "a,b"
+    assert secret.value("token") == "r3pr-h1dden-value"
+    assert "r3pr" not in repr(secret) and "cjNwci" not in repr(secret)  # neither plain nor base64

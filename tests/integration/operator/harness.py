@@ -20,6 +20,8 @@ PROJECT_SLUG = "app"
 IDENTITY_ID = "0f000000-0000-4000-8000-0000000000b1"
 UNIVERSAL_ID = "0f000000-0000-4000-8000-0000000000b2"
 AUDIENCE = "secretferry-test"
+# On a ServiceAccount or Secret: the MachineIdentities that may use it (reconcile/tenancy.py).
+ALLOWED_IDENTITIES = "secretferry.io/allowed-identities"
 OPERATOR_NAMESPACE = "secretferry-system"
 T = TypeVar("T")
 
@@ -132,7 +134,14 @@ def wait_reason(
 def kubernetes_identity(
     cp: ControlPlane, namespace: str, name: str = "ferry", *, sa: str = "ferry-sa"
 ) -> None:
-    cp.kubectl("create", "serviceaccount", sa, "-n", namespace)
+    """A ServiceAccount that opted in to MachineIdentity ``name``, and that identity."""
+    cp.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": sa, "namespace": namespace, "annotations": {ALLOWED_IDENTITIES: name}},
+        }
+    )
     cp.apply(
         {
             "apiVersion": "secretferry.io/v1alpha1",

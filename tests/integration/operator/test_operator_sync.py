@@ -201,6 +201,8 @@ def test_creation_policies(
     control_plane.kubectl(
         "create", "secret", "generic", "shared", "-n", namespace, "--from-literal=foreign=theirs"
     )
+    # Its owner lets the SecretSync "merge" (and no other) write into it.
+    control_plane.kubectl("annotate", "secret", "shared", "-n", namespace, "secretferry.io/merge-from=merge")
     harness.secret_sync(control_plane, namespace, "owned", sources=[source(path)])
     harness.secret_sync(
         control_plane, namespace, "orphan", sources=[source(path)], target={"creationPolicy": "Orphan"}
@@ -340,6 +342,9 @@ def test_one_login_serves_every_secretsync_of_an_identity(
         "-n",
         namespace,
         "--from-literal=clientSecret=test-client-secret",
+    )
+    control_plane.kubectl(
+        "annotate", "secret", "uni-creds", "-n", namespace, f"{harness.ALLOWED_IDENTITIES}=uni"
     )
     route = "POST /api/v1/auth/universal-auth/login"
     before = service.stats()["routes"].get(route, 0)

@@ -58,6 +58,7 @@ def test_defaults() -> None:
     assert spec.refresh_interval_seconds == 300.0
     assert spec.instant_updates is True
     assert spec.rollout_restart_targets == []
+    assert spec.allow_empty is False
     assert sync.target_name == "app"
     assert (sync.metadata.uid, sync.metadata.generation, sync.metadata.resource_version) == ("uid-1", 7, "42")
     assert sync.metadata.annotations == {"a": "b"}
@@ -94,6 +95,7 @@ def test_full_spec_round_trips_by_alias() -> None:
         "refreshInterval": "1h30m",
         "instantUpdates": False,
         "rolloutRestartTargets": [{"kind": "Deployment", "name": "web"}],
+        "allowEmpty": True,
     }
     sync = models.SecretSync.from_body(body(spec))
     assert sync.spec.model_dump(by_alias=True, exclude_none=True) == spec
@@ -147,6 +149,11 @@ INVALID = [
         "spec.target: a ConfigMap target has no type",
     ),
     ({"target": {"type": "kubernetes.io/service-account-token"}}, "spec.target: Secrets of type"),
+    ({"target": {"type": "helm.sh/release.v1"}}, "spec.target: Secrets of type"),
+    (
+        {"target": {"annotations": {"secretferry.io/merge-from": "other"}}},
+        "spec.target: secretferry.io/merge-from is set by the target's owner",
+    ),
     ({"target": {"name": "Not_Valid"}}, "spec.target.name: string should match pattern"),
     ({"target": {"creationPolicy": "Adopt"}}, "spec.target.creationPolicy: input should be"),
     ({"target": {"template": {"data": {}}}}, "spec.target.template: template.data is empty"),

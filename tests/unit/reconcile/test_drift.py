@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from secretferry import models
 from secretferry.models import labels
-from secretferry.reconcile import desired, drift, reasons
+from secretferry.reconcile import desired, drift
 
 KEY = b"k" * 32
 
@@ -172,21 +172,23 @@ def test_removal_invariants(
 
 
 @pytest.mark.parametrize(
-    ("d", "actual", "problem"),
+    ("status", "expected"),
     [
-        (DESIRED, None, None),
-        (DESIRED, as_read(DESIRED), None),
-        (DESIRED, {"metadata": {"labels": {labels.SYNC_LABEL: "other"}}}, reasons.TARGET_CONFLICT),
-        (DESIRED, {"metadata": {"name": "app"}}, reasons.TARGET_CONFLICT),
-        (make({"A": "1"}, creationPolicy="Orphan"), {"metadata": {}}, reasons.TARGET_CONFLICT),
-        (MERGE, None, reasons.TARGET_NOT_FOUND),
-        (MERGE, FOREIGN_SECRET, None),
+        ({}, []),
+        ({"syncedKeys": ["A", "B"]}, ["A", "B"]),  # a status from before status.target: trusted
+        ({"syncedKeys": ["A"], "target": {"kind": "Secret", "name": "app"}}, ["A"]),
+        ({"syncedKeys": ["A"], "target": {"kind": "Secret", "name": "former"}}, []),
+        ({"syncedKeys": ["A"], "target": {"kind": "ConfigMap", "name": "app"}}, []),
     ],
 )
-def test_ownership_problem(
-    d: desired.DesiredObject, actual: dict[str, Any] | None, problem: str | None
+def test_previously_synced_counts_only_for_the_same_target(
+    status: dict[str, Any], expected: list[str]
 ) -> None:
-    found = drift.ownership_problem(d, actual)
-    assert (found[0] if found else None) == problem
-    if found:
-        assert "'app'" in found[1]
+    assert drift.previously_synced(status, kind="Secret", name="app") == expected
+
+
+def test_keys_synced_into_a_former_target_are_not_removed_from_a_merge_target() -> None:
+    status = {"syncedKeys": ["A", "password"], "target": {"kind": "Secret", "name": "former"}}
+    previously = drift.previously_synced(status, kind="Secret", name="app")
+    actual = {"kind": "Secret", "data": {"A": b64("1"), "password": b64("theirs")}}
+    assert drift.keys_to_remove(MERGE_DELETE, actual, previously) == set()

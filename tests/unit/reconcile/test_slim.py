@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import drift, slim
+from secretferry.reconcile import drift, guards, slim
 from secretferry.reconcile.desired import DesiredObject, OwnerReference
 
 MANAGED_FIELDS = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
@@ -100,10 +100,12 @@ def test_target_keeps_what_drift_checks_read() -> None:
         owner=OwnerReference(api_version="secretferry.io/v1alpha1", kind="SecretSync", name="app", uid="u-1"),
         creation_policy="Owner",
         deletion_policy="Delete",
+        sync_name="app",
     )
     assert drift.needs_write(want, kept) is None
     assert drift.needs_write(want, slim.target(secret({"K": "dw=="}))) == drift.DATA_CHANGED
-    assert drift.ownership_problem(want, kept) is None
+    protected = guards.Protected(namespace="secretferry-system", hmac_key_secret="secretferry-hmac-key")
+    assert guards.target_problem(want, kept, previously_synced=["K"], protected=protected) is None
 
 
 def test_target_without_data_and_last_applied() -> None:

@@ -77,6 +77,49 @@ def test_result_size_is_bounded() -> None:
         templating.render({"k": "{% for i in range(3) %}{{ BIG }}{% endfor %}"}, {"BIG": "x" * 400_000})
 
 
+@pytest.mark.parametrize(
+    ("templates", "limit", "failing"),
+    [
+        ({"a": "{{ 'x' * 6 }}"}, 5, "a"),
+        ({"a": "{{ 'x' * 3 }}", "b": "{{ 'y' * 3 }}"}, 5, "b"),  # the budget is for all keys together
+        ({"a": "{{ '€' * 2 }}"}, 5, "a"),  # bytes, not characters (6 bytes)
+        ({"a": "{% for i in range(10000) %}{% for j in range(10000) %}x{% endfor %}{% endfor %}"}, 100, "a"),
+    ],
+)
+def test_output_budget(templates: dict[str, str], limit: int, failing: str) -> None:
+    with pytest.raises(templating.TemplateRenderError) as info:
+        templating.render(templates, {}, max_output_bytes=limit)
+    assert str(info.value) == f"template {failing!r}: output exceeds the size limit of {limit} bytes"
+    assert info.value.limit == "output"
+
+
+def test_output_budget_is_inclusive() -> None:
+    assert templating.render({"a": "{{ '€' }}xy"}, {}, max_output_bytes=5) == {"a": "€xy"}
+
+
+@pytest.mark.parametrize("args", ["10001", "0, 20002, 2", "-5001, 5000"])
+def test_range_is_bounded(args: str) -> None:
+    with pytest.raises(templating.TemplateRenderError) as info:
+        templating.render({"k": f"{{{{ range({args}) | length }}}}"}, {})
+    assert str(info.value) == "template 'k': range() of more than 10000 items exceeds the range limit"
+    assert info.value.limit == "range"
+
+
+def test_range_up_to_the_limit() -> None:
+    assert templating.render({"k": "{{ range(10000) | length }}"}, {}) == {"k": "10000"}
+
+
+def test_an_unpaired_surrogate_is_a_template_error() -> None:
+    with pytest.raises(templating.TemplateRenderError, match="unpaired surrogate"):
+        templating.render({"k": '{{ "\\ud800" }}'}, {})
+
+
+def test_on_key_is_told_each_key_in_order() -> None:
+    seen: list[str] = []
+    templating.render({"b": "1", "a": "2"}, {}, on_key=seen.append)
+    assert seen == ["b", "a"]
+
+
 @given(st.text(min_size=1, max_size=64).map(lambda v: "V@LUE" + v))
 def test_value_used_as_a_lookup_key_is_never_quoted(value: str) -> None:
     # Jinja's own message here would be "'dict object' has no attribute '<value>'".

@@ -44,12 +44,20 @@ class FakeService:
         self.reads = 0
         self.login_failure: httpx.Response | None = None
         self.renew_failure: httpx.Response | None = None
+        self.revoke_failure: httpx.Response | None = None
+        self.renew_new_token = False
         self.reject_as = (401, "UnauthorizedError")
+        self.down = False  # a gateway answers 503 to everything
+        self.login_attempts = 0
 
     async def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         body = json.loads(request.content) if request.content else {}
-        if path.endswith("/auth/kubernetes-auth/login") or path.endswith("/auth/universal-auth/login"):
+        is_login = path.endswith("/auth/kubernetes-auth/login") or path.endswith("/auth/universal-auth/login")
+        self.login_attempts += is_login
+        if self.down:
+            return _error(503, "ServiceUnavailable")
+        if is_login:
             if "jwt" in body:
                 self.jwts.append(body["jwt"])
             await asyncio.sleep(self.login_delay)
@@ -61,8 +69,12 @@ class FakeService:
             self.renews += 1
             if self.renew_failure is not None or body["accessToken"] not in self.valid:
                 return self.renew_failure or _error(401, "UnauthorizedError")
+            if self.renew_new_token:
+                return self._issue()
             return self._token_response(body["accessToken"])
         if path.endswith("/auth/token/revoke"):
+            if self.revoke_failure is not None:
+                return self.revoke_failure
             self.revoked.append(body["accessToken"])
             self.valid.discard(body["accessToken"])
             return httpx.Response(200, json={"message": "revoked"})
@@ -306,11 +318,14 @@ async def test_static_token_is_never_replaced(api: client.ServiceClient, service
 async def test_revoke_and_close(api: client.ServiceClient, service: FakeService) -> None:
     session = k8s_session(api)
     await session.token()
-    await session.close()  # forgets, does not revoke
-    assert service.revoked == [] and not session.has_token
-    await session.token()
     await session.revoke()
-    assert service.revoked == ["token-2"] and not session.has_token
+    assert service.revoked == ["token-1"] and not session.has_token
+    await session.token()
+    await session.close()  # shutdown: revokes, and waits for it (bounded)
+    assert service.revoked == ["token-1", "token-2"] and not session.has_token
+    with pytest.raises(errors.AuthenticationError):
+        await session.token()  # a closed session never logs in again
+    assert service.logins == 2
 
 
 async def test_tokens_stay_out_of_repr_and_logs(
@@ -338,3 +353,166 @@ async def test_subscribe_drops_a_rejected_token(api: client.ServiceClient, servi
     async with session.subscribe("p-1", register) as messages:
         await anext(messages)
     assert service.logins == 2
+
+
+# --- replaced tokens are revoked; one login per identity after an outage ---------------------------
+
+
+async def settle() -> None:
+    """Let background revocations (answered at once by the mock transport) finish: no real sleep."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_relogin_revokes_the_rejected_token(api: client.ServiceClient, service: FakeService) -> None:
+    session = k8s_session(api)
+    await session.token()
+    service.valid.discard("token-1")  # rejected from now on, e.g. after a failed stream re-check
+    assert await session.call(read_project) == "p-1"
+    await settle()
+    assert service.revoked == ["token-1"] and session.revocations == 1
+
+
+@pytest.mark.parametrize(("new_token", "revoked"), [(True, ["token-1"]), (False, [])])
+async def test_renewal_revokes_only_a_replaced_token(
+    api: client.ServiceClient, service: FakeService, new_token: bool, revoked: list[str]
+) -> None:
+    clock = Clock()
+    session = k8s_session(api, clock)
+    await session.token()
+    service.renew_new_token = new_token
+    clock.now += 90  # inside the renewal margin
+    assert await session.token() == ("token-2" if new_token else "token-1")
+    await settle()
+    assert service.revoked == revoked and service.logins == 1
+
+
+async def test_login_after_failed_renewal_revokes_the_old_token(
+    api: client.ServiceClient, service: FakeService
+) -> None:
+    clock = Clock()
+    session = k8s_session(api, clock)
+    await session.token()
+    service.renew_failure = _error(401, "UnauthorizedError")
+    clock.now += 90
+    assert await session.token() == "token-2"
+    await settle()
+    assert service.revoked == ["token-1"]
+
+
+async def test_a_failed_revocation_never_fails_the_caller(
+    api: client.ServiceClient, service: FakeService, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    service.revoke_failure = _error(503, "ServiceUnavailable")
+    session = k8s_session(api)
+    await session.token()
+    service.valid.discard("token-1")
+    assert await session.call(read_project) == "p-1"
+    await settle()
+    assert service.revoked == [] and session.revocations == 0
+    assert "could not revoke" in caplog.text and "token-1" not in caplog.text
+
+
+async def test_retired_session_revokes_after_the_grace_and_never_logs_in(
+    api: client.ServiceClient, service: FakeService
+) -> None:
+    session = k8s_session(api, retire_grace_seconds=0)
+    await session.token()
+    session.retire()  # the identity was changed or removed
+    await settle()
+    assert service.revoked == ["token-1"]
+    with pytest.raises(errors.AuthenticationError, match="retired"):
+        await session.token()
+    assert service.logins == 1
+
+
+async def test_retired_session_keeps_working_during_the_grace(
+    api: client.ServiceClient, service: FakeService
+) -> None:
+    session = k8s_session(api, retire_grace_seconds=3600)
+    await session.token()
+    session.retire()
+    assert await session.call(read_project) == "p-1"  # a reconcile already under way finishes
+    await session.close()  # shutdown does not wait for the grace
+    assert service.revoked == ["token-1"]
+
+
+async def test_static_tokens_are_never_revoked(api: client.ServiceClient, service: FakeService) -> None:
+    service.valid.add("static")
+    session = auth.AuthSession(api, auth.StaticTokenCredentials("static"), retire_grace_seconds=0)
+    await session.token()
+    session.retire()
+    await session.close()
+    await settle()
+    assert service.revoked == []
+
+
+async def test_logins_are_reported_with_method_and_result(
+    api: client.ServiceClient, service: FakeService, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO")
+    seen: list[tuple[str, str]] = []
+    session = k8s_session(api, name="ns/ferry", on_login=lambda method, result: seen.append((method, result)))
+    await session.token()
+    service.valid.clear()
+    await session.call(read_project)
+    service.login_failure = _error(401, "UnauthorizedError")
+    service.valid.clear()
+    with pytest.raises(errors.AuthenticationError):
+        await session.call(read_project)
+    assert seen == [
+        ("kubernetes", "success"),
+        ("kubernetes", "success"),
+        ("kubernetes", "AuthenticationError"),
+    ]
+    logins = [r.getMessage() for r in caplog.records if r.getMessage().startswith("logged in as")]
+    assert logins == [
+        f"logged in as ns/ferry (kubernetes): {auth.FIRST_LOGIN}",
+        f"logged in as ns/ferry (kubernetes): {auth.TOKEN_REJECTED}",
+    ]
+
+
+async def test_after_an_outage_one_login_per_identity(
+    api: client.ServiceClient, service: FakeService
+) -> None:
+    """The token expires while the service is down: many callers cause one failed login, then
+    the login backoff holds; once the host answers again, the next caller logs in at once (the
+    backoff is not sat out) and everyone else shares that one login."""
+    clock = Clock()
+    session = k8s_session(api, clock)
+    await session.token()
+    service.down = True
+    clock.now += 200  # token-1 expired during the outage
+    results = await asyncio.gather(*(session.token() for _ in range(100)), return_exceptions=True)
+    assert all(isinstance(r, errors.Unavailable) for r in results)
+    results = await asyncio.gather(*(session.token() for _ in range(100)), return_exceptions=True)
+    assert all(isinstance(r, errors.Unavailable) for r in results)
+    assert service.login_attempts == 2  # the first login, one failed attempt, no storm
+    assert api.host_health.is_down  # the failed login and the connection's probe both found 503
+
+    service.down = False
+    api.host_health.answered()  # what the connection reports when the probe gets an answer
+    tokens = await asyncio.gather(*(session.token() for _ in range(100)))
+    assert set(tokens) == {"token-2"}
+    assert service.login_attempts == 3 and session.logins == 2
+    await settle()
+    assert service.revoked == ["token-1"]
+
+
+async def test_a_rate_limited_login_waits_out_its_backoff_even_after_recovery(
+    api: client.ServiceClient, service: FakeService
+) -> None:
+    clock = Clock()
+    session = k8s_session(api, clock)
+    service.login_failure = _error(429, "RateLimitExceeded")
+    with pytest.raises(errors.RateLimited):
+        await session.token()
+    service.login_failure = None
+    api.host_health.failed()
+    api.host_health.failed()
+    api.host_health.answered()  # some other call got through
+    with pytest.raises(errors.RateLimited):
+        await session.token()  # retry-after (60 s) not over
+    clock.now += 61
+    assert await session.token() == "token-1"

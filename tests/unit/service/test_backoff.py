@@ -70,3 +70,26 @@ def test_retry_at_ready_and_reset() -> None:
 def test_rejects_nonsense(initial: float, maximum: float) -> None:
     with pytest.raises(ValueError):
         backoff.Backoff(initial, maximum)
+
+
+def test_expedite_allows_a_retry_now_but_keeps_the_failure_count() -> None:
+    clock = Clock()
+    b = backoff.Backoff(1.0, 60.0, clock=clock, rng=Top())
+    for _ in range(5):
+        b.next_delay()
+    assert not b.ready()
+    b.expedite(not_before=clock.now + 3.0)  # a host-wide retry-after still holds
+    assert b.retry_at == clock.now + 3.0
+    b.expedite()
+    assert b.ready() and b.failures == 5
+    assert b.next_delay() == 32.0  # failing again waits as long as it would have
+
+
+def test_expedite_never_delays() -> None:
+    clock = Clock()
+    b = backoff.Backoff(1.0, 60.0, clock=clock, rng=Top())
+    b.expedite()
+    assert b.retry_at is None
+    b.next_delay()
+    b.expedite(not_before=clock.now + 500.0)
+    assert b.retry_at == clock.now + 1.0

@@ -274,3 +274,34 @@ async def test_scopes_are_independent(
     service.delay = 0.01
     await asyncio.gather(fetch.fetch(SCOPE, session), fetch.fetch(other, session))
     assert service.calls == 2
+
+
+@pytest.mark.parametrize(
+    ("failure", "woken"),
+    [
+        (_error(503, "ServiceUnavailable"), True),
+        (_error(429, "TooManyRequests", {"retry-after": "120"}), False),  # its retry-after holds
+        (_error(403, "PermissionDenied"), False),  # not the host's fault
+    ],
+)
+async def test_retry_now_ends_the_backoff_of_a_scope_whose_host_was_down(
+    fetch: fetcher.ScopeFetcher,
+    session: auth.AuthSession,
+    service: FakeList,
+    clock: Clock,
+    failure: httpx.Response,
+    woken: bool,
+) -> None:
+    service.failures = [failure] * 5
+    for attempt in range(5):
+        clock.now = (attempt and fetch.next_attempt_at(SCOPE)) or clock.now
+        with pytest.raises(errors.ServiceError):
+            await fetch.fetch(SCOPE, session)
+    service.failures = []
+    assert fetch.retry_now(SCOPE) is woken
+    if woken:
+        assert (await fetch.fetch(SCOPE, session)).changed  # at once, not after the 32 s backoff
+    else:
+        with pytest.raises(errors.ServiceError):
+            await fetch.fetch(SCOPE, session)
+    assert fetch.retry_now(scopes.Scope("other", "p", "dev", "/")) is False

@@ -170,7 +170,7 @@ def test_error_for_keeps_req_id_details_and_joins_issue_lists() -> None:
         {"message": [{"message": "Required", "path": ["register", 0, "event"]}, "too long"]},
         endpoint=ENDPOINT,
     )
-    assert issues.message == f"{ENDPOINT}: register.0.event: Required; too long"
+    assert issues.message == f'{ENDPOINT}: service said: "register.0.event: Required; too long"'
 
 
 @pytest.mark.parametrize(
@@ -185,8 +185,34 @@ def test_error_for_retry_after(header: str | None, status: int, retry_after: flo
 
 def test_error_for_without_json_uses_reason_and_truncates() -> None:
     assert (
-        wire.error_for(502, {}, endpoint=ENDPOINT, reason="Bad Gateway").message == f"{ENDPOINT}: Bad Gateway"
+        wire.error_for(502, {}, endpoint=ENDPOINT, reason="Bad Gateway").message
+        == f'{ENDPOINT}: service said: "Bad Gateway"'
     )
     assert wire.error_for(500, {}, endpoint=ENDPOINT).message == f"{ENDPOINT}: HTTP 500"
     long = wire.error_for(400, {"message": "x" * 5000}, endpoint=ENDPOINT)
-    assert len(long.message) < 600
+    assert long.message == f'{ENDPOINT}: service said: "{"x" * 200}…"'
+
+
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        ("Invalid credentials", '"Invalid credentials"'),
+        ('quote " and \\ backslash', '"quote \\" and \\\\ backslash"'),
+        ("line\nbreak\r\nforged: Synced", '"line break forged: Synced"'),
+        ("bidi \u202eevil", '"bidi evil"'),
+        ("  padded  ", '"padded"'),
+        ("y" * 201, '"' + "y" * 200 + '…"'),
+    ],
+    ids=["plain", "quotes", "line-breaks", "bidi", "spaces", "long"],
+)
+def test_service_text_is_quoted_cleaned_and_cut(said: str, shown: str) -> None:
+    """What the service wrote reaches status marked as its own, on one line, at most 200 chars."""
+    assert wire.service_said(said) == f"service said: {shown}"
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [("req-1", "req-1"), ("a" * 64, "a" * 64), ("a" * 65, None), ("two words", None), (7, None), ("", None)],
+)
+def test_only_plausible_request_ids_are_kept(value: object, kept: str | None) -> None:
+    assert wire.error_for(500, {"reqId": value}, endpoint=ENDPOINT).req_id == kept

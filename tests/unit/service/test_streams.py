@@ -330,3 +330,36 @@ async def test_failing_callbacks_do_not_kill_the_stream(service: FakeService) ->
         assert len(service.open) == 1
     finally:
         await manager.close()
+
+
+async def test_retry_now_wakes_streams_waiting_for_their_host(service: FakeService, rec: Recorder) -> None:
+    manager = streams.StreamManager(
+        open_stream=service.open_stream,
+        on_resync=rec.on_resync,
+        on_mode=rec.on_mode,
+        backoff_initial=3600.0,  # without retry_now the test would wait an hour
+        backoff_max=3600.0,
+    )
+    try:
+        service.refusals = [errors.Unavailable("down")]
+        await manager.update("id", "p-1", {A})
+        await until(lambda: rec.mode_of(A) == "Polling")
+        assert manager.retry_now({"other-identity"}) == 0
+        assert manager.retry_now({"id"}) == 1
+        await until(lambda: rec.mode_of(A) == "Streaming")
+        assert service.attempts == 2
+    finally:
+        await manager.close()
+
+
+async def test_retry_now_leaves_a_stream_limit_alone(service: FakeService, rec: Recorder) -> None:
+    manager = streams.StreamManager(
+        open_stream=service.open_stream, on_resync=rec.on_resync, on_mode=rec.on_mode
+    )
+    try:
+        service.refusals = [errors.StreamLimitReached("too many", retry_after=3600)]
+        await manager.update("id", "p-1", {A})
+        await until(lambda: rec.mode_of(A) == "Polling")
+        assert manager.retry_now({"id"}) == 0  # its retry-after holds
+    finally:
+        await manager.close()

@@ -1,0 +1,144 @@
+"""What a namespaced MachineIdentity may make the operator do with credentials: pure checks.
+
+A user who can create our kinds in one namespace, and nothing else, must not obtain a token or a
+Secret value through the operator. The operator holds rights that user lacks (it mints
+ServiceAccount tokens and reads Secrets), so every credential it handles on a tenant's behalf
+passes these checks first, and a refusal means nothing was read, minted or sent:
+
+- **Where** (``check_host``): a namespaced identity sends credentials only to the operator's
+  default host or one in ``SECRETFERRY_ALLOWED_HOSTS``, both chosen by whoever installs the
+  operator. Every identity talks ``https``, or plain ``http`` to loopback only, unless
+  ``SECRETFERRY_ALLOW_INSECURE_HTTP`` is on. A ClusterMachineIdentity is created by a cluster
+  admin, who may name any host.
+- **Which audience** (``check_audiences``): a namespaced identity's ServiceAccount token is minted
+  for an explicit audience, never the apiserver's default one, so the token the service receives
+  cannot be replayed against the apiserver.
+- **Whose credentials** (``opted_in``): a namespaced identity uses a ServiceAccount, or reads a
+  Secret, only if that object carries ``secretferry.io/allowed-identities`` naming it. Setting an
+  annotation needs write access to that object, which a tenant without those rights lacks; who has
+  it could replace the credential anyway.
+- **How long** (``token_expiration``): minted tokens live at most
+  ``SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS`` (10 minutes by default): a token is used once, for
+  one login, within a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from secretferry import origins
+from secretferry import settings as settings_mod
+from secretferry.models import identity as identity_models
+from secretferry.reconcile import reasons
+
+ALLOWED_IDENTITIES_ANNOTATION: Final = "secretferry.io/allowed-identities"
+"""On a ServiceAccount or Secret: comma-separated names of the MachineIdentities (in the same
+namespace) that may use it. Exact names only: a wildcard would hand it to every identity anyone in
+the namespace can create."""
+
+_ALLOWED_HOSTS_SETTING: Final = "SECRETFERRY_ALLOWED_HOSTS"
+_INSECURE_SETTING: Final = "SECRETFERRY_ALLOW_INSECURE_HTTP"
+_MAX_EXPIRATION_SETTING: Final = "SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS"
+_LISTED_HOSTS_MAX: Final = 5  # a status message names a few allowed hosts, not a long list
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why credentials are not used; ``reason`` is a condition reason."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    default: origins.ServiceURL
+    allowed: frozenset[origins.Origin]
+    """The origins a namespaced identity may use, the default's included."""
+    allow_insecure_http: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: settings_mod.Settings) -> HostPolicy:
+        default = origins.parse_url(settings.default_host_api)
+        extra = origins.parse_list(settings.allowed_hosts)
+        return cls(
+            default=default,
+            allowed=frozenset([default.origin, *extra]),
+            allow_insecure_http=settings.allow_insecure_http,
+        )
+
+
+def check_host(host_api: str | None, *, namespaced: bool, policy: HostPolicy) -> Refusal | None:
+    """Whether credentials may be sent to ``host_api`` (``None``: the operator's default host)."""
+    if host_api is None:
+        url = policy.default
+    else:
+        try:
+            url = origins.parse_url(host_api)
+        except ValueError as exc:
+            return Refusal(
+                reasons.HOST_NOT_ALLOWED,
+                f"spec.hostAPI is not a plain http(s) URL ({exc}); nothing was sent",
+            )
+    if namespaced and url.origin not in policy.allowed:
+        listed = sorted(str(o) for o in policy.allowed)
+        shown = ", ".join(listed[:_LISTED_HOSTS_MAX]) + (", …" if len(listed) > _LISTED_HOSTS_MAX else "")
+        return Refusal(
+            reasons.HOST_NOT_ALLOWED,
+            f"spec.hostAPI {url} is not an allowed service host: a MachineIdentity may send "
+            f"credentials only to the operator's default host or a host in {_ALLOWED_HOSTS_SETTING} "
+            f"(allowed: {shown}); nothing was sent",
+        )
+    if url.scheme == "http" and not origins.is_loopback(url.origin) and not policy.allow_insecure_http:
+        return Refusal(
+            reasons.HOST_NOT_ALLOWED,
+            f"{url} is plain http to a host that is not loopback: credentials are sent over https "
+            f"only, unless the operator sets {_INSECURE_SETTING}=true; nothing was sent",
+        )
+    return None
+
+
+def check_audiences(audiences: Sequence[str], *, namespaced: bool) -> Refusal | None:
+    """A namespaced identity's token must name an audience: the default one is the apiserver's."""
+    if not namespaced or (audiences and all(a.strip() for a in audiences)):
+        return None
+    return Refusal(
+        reasons.AUDIENCE_REQUIRED,
+        "spec.auth.kubernetes.audiences must list the identity's allowed audience at the service: "
+        "a token without one is valid for the Kubernetes API itself; no token was minted",
+    )
+
+
+def check_identity(
+    spec: identity_models.MachineIdentitySpec, *, namespaced: bool, policy: HostPolicy
+) -> Refusal | None:
+    """Every check that needs only the spec and the settings (no I/O): the first refusal, or None."""
+    refusal = check_host(spec.host_api, namespaced=namespaced, policy=policy)
+    if refusal is None and spec.auth.kubernetes is not None:
+        refusal = check_audiences(spec.auth.kubernetes.audiences, namespaced=namespaced)
+    return refusal
+
+
+def token_expiration(requested: int, *, cap: int) -> tuple[int, str | None]:
+    """The lifetime to ask for, and a note for the status when the spec asked for more."""
+    if requested <= cap:
+        return requested, None
+    return cap, f"tokenExpirationSeconds {requested} lowered to {cap} ({_MAX_EXPIRATION_SETTING})"
+
+
+def opted_in(annotations: Mapping[str, str] | None, identity: str) -> bool:
+    """Whether the object's ``secretferry.io/allowed-identities`` lists ``identity``."""
+    listed = (annotations or {}).get(ALLOWED_IDENTITIES_ANNOTATION, "")
+    return identity in {name.strip() for name in listed.split(",")}
+
+
+def not_opted_in(kind: str, *, namespace: str, name: str, identity: str) -> Refusal:
+    what = "no token was minted" if kind == "ServiceAccount" else "nothing was read from it"
+    return Refusal(
+        reasons.CREDENTIALS_NOT_OPTED_IN,
+        f"{kind} {namespace}/{name} has not opted in: a MachineIdentity uses it only when it is "
+        f"annotated {ALLOWED_IDENTITIES_ANNOTATION} listing {identity!r} (someone who may edit "
+        f"that {kind} sets it); {what}",
+    )

@@ -1,0 +1,100 @@
+"""secretferry.reconcile.fairness: who gets a freed slot (no timing involved: the order is the test)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from secretferry.reconcile import fairness
+
+
+async def order_served(slots: int, arrivals: list[str]) -> list[str]:
+    """Everyone in ``arrivals`` asks at once; each holds its slot until the test lets it go."""
+    fair = fairness.FairSlots(slots)
+    served: list[str] = []
+    held: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    gates: list[asyncio.Event] = []
+
+    async def one(tenant: str) -> None:
+        await fair.acquire(tenant)
+        served.append(tenant)
+        held[tenant] = held.get(tenant, 0) + 1
+        peak[tenant] = max(peak.get(tenant, 0), held[tenant])
+        gate = asyncio.Event()
+        gates.append(gate)
+        await gate.wait()
+        held[tenant] -= 1
+        fair.release(tenant)
+
+    tasks = [asyncio.create_task(one(t)) for t in arrivals]
+    while len(served) < len(arrivals):
+        await asyncio.sleep(0)
+        for gate in gates:
+            gate.set()
+    await asyncio.gather(*tasks)
+    assert max(peak.values()) <= max(1, slots - 1), "a tenant held every slot"
+    return served
+
+
+@pytest.mark.parametrize(
+    ("slots", "arrivals", "served"),
+    [
+        (1, ["a", "a", "a", "b"], ["a", "b", "a", "a"]),
+        (1, ["a", "a", "a", "b", "c", "b"], ["a", "b", "c", "a", "b", "a"]),
+        (1, ["a", "b", "c"], ["a", "b", "c"]),
+        # Two slots: a tenant holds one at most, the other stays for everyone else.
+        (2, ["a", "a", "a", "a", "b"], ["a", "b", "a", "a", "a"]),
+        (3, ["a", "a", "a", "b", "b", "c"], ["a", "a", "b", "c", "a", "b"]),
+    ],
+)
+async def test_a_freed_slot_goes_to_the_tenant_served_least_recently(
+    slots: int, arrivals: list[str], served: list[str]
+) -> None:
+    assert await order_served(slots, arrivals) == served
+
+
+async def test_a_cancelled_waiter_gives_up_its_place() -> None:
+    fair = fairness.FairSlots(1)
+    await fair.acquire("a")
+    waiter = asyncio.create_task(fair.acquire("b"))
+    await asyncio.sleep(0)
+    assert fair.waiting == 1
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert fair.waiting == 0
+    fair.release("a")
+    await asyncio.wait_for(fair.acquire("c"), 1)  # the slot came back
+
+
+async def test_a_slot_granted_to_a_cancelled_waiter_is_passed_on() -> None:
+    fair = fairness.FairSlots(1)
+    await fair.acquire("a")
+    first = asyncio.create_task(fair.acquire("b"))
+    second = asyncio.create_task(fair.acquire("c"))
+    await asyncio.sleep(0)
+    fair.release("a")  # granted to b ...
+    first.cancel()  # ... which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.wait_for(second, 1)
+
+
+def test_at_least_one_slot() -> None:
+    with pytest.raises(ValueError):
+        fairness.FairSlots(0)
+
+
+async def test_with_two_slots_one_tenant_leaves_one_free() -> None:
+    fair = fairness.FairSlots(2)
+    await fair.acquire("nasty")
+    blocked = asyncio.create_task(fair.acquire("nasty"))
+    await asyncio.sleep(0)
+    assert not blocked.done(), "a tenant may not hold both slots"
+    await asyncio.wait_for(fair.acquire("canary"), 1)  # at once: the second slot was kept
+    fair.release("canary")
+    assert not blocked.done()
+    fair.release("nasty")
+    await asyncio.wait_for(blocked, 1)
