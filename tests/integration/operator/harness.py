@@ -160,6 +160,38 @@ def kubernetes_identity(
     )
 
 
+def universal_identity(cp: ControlPlane, namespace: str, name: str = "uni") -> None:
+    """A client-secret Secret that opted in to MachineIdentity ``name``, and that universal-auth
+    identity (the seed's ``test-client``)."""
+    cp.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": f"{name}-creds",
+                "namespace": namespace,
+                "annotations": {ALLOWED_IDENTITIES: name},
+            },
+            "stringData": {"clientSecret": "test-client-secret"},
+        }
+    )
+    cp.apply(
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "MachineIdentity",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "auth": {
+                    "universal": {
+                        "clientId": "test-client",
+                        "clientSecretRef": {"name": f"{name}-creds", "key": "clientSecret"},
+                    }
+                }
+            },
+        }
+    )
+
+
 def secret_sync(
     cp: ControlPlane,
     namespace: str,

@@ -56,31 +56,7 @@ def recovering_operator(
 
 def _identities(cp: ControlPlane, namespace: str) -> None:
     harness.kubernetes_identity(cp, namespace, "ferry")
-    cp.kubectl(
-        "create",
-        "secret",
-        "generic",
-        "uni-creds",
-        "-n",
-        namespace,
-        "--from-literal=clientSecret=test-client-secret",
-    )
-    cp.kubectl("annotate", "secret", "uni-creds", "-n", namespace, f"{harness.ALLOWED_IDENTITIES}=uni")
-    cp.apply(
-        {
-            "apiVersion": "secretferry.io/v1alpha1",
-            "kind": "MachineIdentity",
-            "metadata": {"name": "uni", "namespace": namespace},
-            "spec": {
-                "auth": {
-                    "universal": {
-                        "clientId": "test-client",
-                        "clientSecretRef": {"name": "uni-creds", "key": "clientSecret"},
-                    }
-                }
-            },
-        }
-    )
+    harness.universal_identity(cp, namespace, "uni")
 
 
 def _syncs(cp: ControlPlane, namespace: str) -> dict[str, str]:

@@ -334,35 +334,9 @@ def test_one_login_serves_every_secretsync_of_an_identity(
     """Universal auth end to end, and the shared session: 20 SecretSyncs arriving at once, 1 login."""
     path = f"/{namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "K", "shared-login-value-1")
-    control_plane.kubectl(
-        "create",
-        "secret",
-        "generic",
-        "uni-creds",
-        "-n",
-        namespace,
-        "--from-literal=clientSecret=test-client-secret",
-    )
-    control_plane.kubectl(
-        "annotate", "secret", "uni-creds", "-n", namespace, f"{harness.ALLOWED_IDENTITIES}=uni"
-    )
     route = "POST /api/v1/auth/universal-auth/login"
     before = service.stats()["routes"].get(route, 0)
-    control_plane.apply(
-        {
-            "apiVersion": "secretferry.io/v1alpha1",
-            "kind": "MachineIdentity",
-            "metadata": {"name": "uni", "namespace": namespace},
-            "spec": {
-                "auth": {
-                    "universal": {
-                        "clientId": "test-client",
-                        "clientSecretRef": {"name": "uni-creds", "key": "clientSecret"},
-                    }
-                }
-            },
-        }
-    )
+    harness.universal_identity(control_plane, namespace, "uni")
     items = [
         {
             "apiVersion": "secretferry.io/v1alpha1",
