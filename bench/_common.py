@@ -218,15 +218,24 @@ def environment(
 
 
 def secret_sync_body(
-    namespace: str, name: str, *, path: str, refresh: str = "5m", instant: bool = True
+    namespace: str,
+    name: str,
+    *,
+    path: str,
+    refresh: str = "5m",
+    instant: bool = True,
+    recursive: bool = False,
 ) -> dict[str, Any]:
+    source: dict[str, Any] = {"projectId": PROJECT_ID, "environment": "dev", "path": path}
+    if recursive:
+        source["recursive"] = True
     return {
         "apiVersion": "secretferry.io/v1alpha1",
         "kind": "SecretSync",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "identityRef": {"kind": "ClusterMachineIdentity", "name": CLUSTER_IDENTITY},
-            "sources": [{"projectId": PROJECT_ID, "environment": "dev", "path": path}],
+            "sources": [source],
             "refreshInterval": refresh,
             "instantUpdates": instant,
         },

@@ -83,7 +83,8 @@ async def bench_fan_out(server: DevServer) -> None:
     body = {
         "projectId": PROJECT,
         "register": [
-            {"event": "secret:update", "conditions": {"environmentSlug": "dev", "secretPath": "/**"}}
+            # A prefix on the newest generation: "/" selects every folder.
+            {"event": "secret:update", "conditions": {"environmentSlug": "dev", "secretPath": "/"}}
         ],
     }
     async with httpx.AsyncClient(
@@ -120,7 +121,9 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory() as tmp,
         run_dev_server(
-            seed=seed(), data_dir=Path(tmp), extra_args=["--stream-cap", str(STREAMS + 10)]
+            seed=seed(),
+            data_dir=Path(tmp),
+            extra_args=["--stream-cap", str(STREAMS + 10), "--event-generation", "newest"],
         ) as server,
     ):
         bench_list(server)

@@ -1,19 +1,30 @@
-"""Issue 5: change-to-Secret latency through the event streams, and the polling fallback.
+"""Change-to-Secret latency through the event streams, per event-stream generation, and polling.
 
 Real control plane, dev server (default heartbeat) and ``secretferry run``. 1,000 SecretSyncs on
 one project across 20 scopes (distinct paths in the ``dev`` environment, one ClusterMachineIdentity),
-so 50 SecretSyncs read each scope. Then, one at a time, a secret of a randomly picked scope is
-changed at the dev server; latency = from the admin write returning to the moment a watch on the
-managed Secrets (label selector, from this process) sees the new value — for one randomly picked
-SecretSync of that scope, and for all 50 of them.
+so 50 SecretSyncs read each scope; odd scopes are recursive and their changes land in a subfolder
+(``/streams/sNN/deep``), even ones are exact. Then, one at a time, a secret of a randomly picked
+scope is changed at the dev server; latency = from the admin write returning to the moment a watch
+on the managed Secrets (label selector, from this process) sees the new value — for one randomly
+picked SecretSync of that scope, and for all 50 of them. Reported per generation
+(``--event-generation old|middle|newest|documented|all``; each gets a fresh cluster and dev server)
+and per kind of scope (exact, recursive).
+
+Before any cluster starts, the registration plan is priced without I/O at 1,000 and 10,000
+SecretSyncs: streams and register items per (identity, project) for our per-path plan (both glob
+and ``startswith`` forms) against one registration per environment (what Infisical's own clients
+do), and the share of the project's folders whose changes each plan makes the server send us.
+Nudges do not differ: events are routed to scopes client-side, so over-delivery costs bytes and
+parsing, never a list call.
 
 Second run, same objects: every SecretSync patched to ``instantUpdates: false`` (refreshInterval 5s),
 i.e. polling, for comparison.
 
 Targets (streaming): p50 < 100 ms, p99 < 1 s, open streams <= 5.
 
-Run: ``.venv/bin/python bench/bench_streams.py [--syncs 1000 --scopes 20 --changes 200 --poll-changes 40]``
-(``--quick``: 200 SecretSyncs, 30 streamed changes, 8 polled ones; under 2 minutes).
+Run: ``.venv/bin/python bench/bench_streams.py [--event-generation all] [--syncs 1000 --scopes 20
+--changes 200 --poll-changes 40]`` (``--quick``: 200 SecretSyncs, 30 streamed changes, 8 polled ones;
+under 2 minutes per generation; ``--plan-only``: the plan prices alone).
 """
 
 from __future__ import annotations
@@ -51,8 +62,92 @@ NAMESPACE = "bench-streams"
 KEY = "VALUE"
 
 
+GENERATIONS = ("documented", "old", "middle", "newest")
+
+
 def scope_path(j: int) -> str:
     return f"/streams/s{j:02d}"
+
+
+def is_recursive(j: int) -> bool:
+    return j % 2 == 1
+
+
+def change_path(j: int) -> str:
+    """Where a change of scope j is written: a subfolder for the recursive scopes."""
+    return scope_path(j) + "/deep" if is_recursive(j) else scope_path(j)
+
+
+# --- the plan, priced without I/O -----------------------------------------------------------------------
+def plan_prices() -> list[list[Any]]:
+    """Streams, register items and delivered share for the per-path plan and per-environment one."""
+    from secretferry.service import scopes as scope_mod
+    from secretferry.service import streamplan
+
+    def delivered(regs: list[Any], folders: list[tuple[str, str]]) -> float:
+        def glob(pattern: str, env: str, folder: tuple[str, str]) -> bool:
+            if folder[0] != env:
+                return False
+            if pattern.endswith("/**"):
+                return scope_mod.is_within(folder[1], pattern[:-3] or "/")
+            return folder[1] == pattern
+
+        def prefix(pattern: str, env: str, folder: tuple[str, str]) -> bool:
+            return folder[0] == env and folder[1].startswith(pattern)
+
+        out = []
+        for match in (glob, prefix):
+            hit = sum(
+                1
+                for folder in folders
+                if any(
+                    r.environment_slug is None
+                    or match(r.secret_path if r.secret_path is not None else "/", r.environment_slug, folder)
+                    for r in regs
+                )
+            )
+            out.append(hit / len(folders))
+        return max(out)
+
+    rows: list[list[Any]] = []
+    for syncs, scopes_n in ((1000, 2), (1000, 20), (10000, 200)):
+        for envs in (1, 3, 8):
+            if envs > scopes_n:
+                continue
+            scope_set = {
+                scope_mod.Scope(
+                    "id",
+                    "p",
+                    f"env{j % envs}",
+                    f"/team{j % 7}/app{j}",
+                    recursive=j % 2 == 1 and scopes_n > 2,  # two exact folders: the precise case
+                    include_imports=True,
+                )
+                for j in range(scopes_n)
+            }
+            # The project's folders: every scope's folder, its subfolder, and as many unrelated ones.
+            folders = [(s.environment, s.path) for s in scope_set]
+            folders += [(s.environment, s.path + "/deep") for s in scope_set]
+            folders += [(f"env{j % envs}", f"/other{j}") for j in range(2 * scopes_n)]
+            per_path = streamplan.plan_registrations(scope_set)
+            per_env = streamplan.plan_registrations(
+                {scope_mod.Scope("id", "p", f"env{e}", "/", recursive=True) for e in range(envs)}
+            )
+            for name, plan in (("per path (ours)", per_path), ("per environment", per_env)):
+                regs = [r for stream in plan.streams for r in stream]
+                rows.append(
+                    [
+                        syncs,
+                        scopes_n,
+                        envs,
+                        name,
+                        len(plan.streams),
+                        len(regs),
+                        len(plan.uncovered),
+                        f"{100 * delivered(regs, folders):.0f}%",
+                    ]
+                )
+    return rows
 
 
 class SecretWatcher:
@@ -100,6 +195,7 @@ async def run_changes(
     cpu0, w0 = cpu_seconds(pid), time.monotonic()
     load0 = load()
     one: list[float] = []
+    kinds: list[str] = []
     one_from_call: list[float] = []
     everyone: list[float] = []
     timeouts = consecutive = 0
@@ -116,7 +212,7 @@ async def run_changes(
 
         def write(j: int = j, value: str = value) -> tuple[float, float]:
             before = time.monotonic()
-            env.service.set_secret(PROJECT_ID, "dev", scope_path(j), KEY, value)
+            env.service.set_secret(PROJECT_ID, "dev", change_path(j), KEY, value)
             return before, time.monotonic()
 
         before, written = await asyncio.to_thread(write)
@@ -127,6 +223,7 @@ async def run_changes(
             log(f"{mode} change {i}: {measured} did not get the value in {args.change_timeout} s")
             continue
         consecutive = 0
+        kinds.append("recursive" if is_recursive(j) else "exact")
         one.append(seen - written)
         one_from_call.append(seen - before)
         all_seen = await asyncio.gather(*(watcher.wait(n, value, args.change_timeout) for n in names))
@@ -142,6 +239,7 @@ async def run_changes(
         "mode": mode,
         "changes": count,
         "one": one,
+        "kinds": kinds,
         "one_from_call": one_from_call,
         "all": everyone,
         "timeouts": timeouts,
@@ -162,10 +260,10 @@ async def run_changes(
     }
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def main_async(args: argparse.Namespace, generation: str) -> list[dict[str, Any]]:
     rng = random.Random(args.seed)
     secrets = [
-        {"environment": "dev", "path": scope_path(j), "key": KEY, "value": "v0"} for j in range(args.scopes)
+        {"environment": "dev", "path": change_path(j), "key": KEY, "value": "v0"} for j in range(args.scopes)
     ]
     secrets += [
         {"environment": "dev", "path": scope_path(j), "key": f"STATIC_{k}", "value": f"static-{j}-{k}"}
@@ -174,7 +272,8 @@ async def main_async(args: argparse.Namespace) -> None:
     ]
     results: list[dict[str, Any]] = []
     startup: dict[str, Any] = {}
-    with environment(secrets=secrets, keep=args.keep) as env:
+    devserver_args = ["--event-generation", generation]
+    with environment(secrets=secrets, devserver_args=devserver_args, keep=args.keep) as env:
         api = Api(env.cp)
         tasks: list[asyncio.Task[None]] = []
         try:
@@ -185,7 +284,11 @@ async def main_async(args: argparse.Namespace) -> None:
                 j = i % args.scopes
                 name = f"s{j:02d}-{i // args.scopes:03d}"
                 by_scope[j].append(name)
-                bodies.append(secret_sync_body(NAMESPACE, name, path=scope_path(j), refresh="5s"))
+                bodies.append(
+                    secret_sync_body(
+                        NAMESPACE, name, path=scope_path(j), refresh="5s", recursive=is_recursive(j)
+                    )
+                )
             await api.gather_limited([lambda b=b: api.create(b) for b in bodies])
             log(f"created {args.syncs} SecretSyncs over {args.scopes} scopes")
             tracker, watcher = SyncTracker(), SecretWatcher()
@@ -213,11 +316,13 @@ async def main_async(args: argparse.Namespace) -> None:
             )
             await asyncio.sleep(2.0)  # let the start-up tail (status patches) drain
             results.append(
-                await run_changes(env, watcher, by_scope, args.changes, mode="streaming", args=args, rng=rng)
+                await run_changes(
+                    env, watcher, by_scope, args.changes, mode=f"streaming ({generation})", args=args, rng=rng
+                )
             )
             log(f"streaming: p50 {fmt_ms(percentile(results[-1]['one'], 50))}")
 
-            if args.poll_changes > 0:
+            if args.poll_changes > 0 and generation == args.generations[-1]:
                 await api.gather_limited(
                     [
                         lambda n=n: api.merge_patch_sync(NAMESPACE, n, {"spec": {"instantUpdates": False}})
@@ -242,13 +347,19 @@ async def main_async(args: argparse.Namespace) -> None:
             for task in tasks:
                 task.cancel()
             await api.close()
-    report(results, startup, args)
+    for r in results:
+        r["startup"] = startup
+    return results
 
 
-def report(results: list[dict[str, Any]], startup: dict[str, Any], args: argparse.Namespace) -> None:
+def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     headers = [
         "mode",
         "changes",
+        "exact p50",
+        "p99",
+        "recursive p50",
+        "p99",
         "one p50",
         "p95",
         "p99",
@@ -267,10 +378,16 @@ def report(results: list[dict[str, Any]], startup: dict[str, Any], args: argpars
     ]
     rows = []
     for r in results:
+        exact = [t for t, k in zip(r["one"], r["kinds"], strict=True) if k == "exact"]
+        recursive = [t for t, k in zip(r["one"], r["kinds"], strict=True) if k == "recursive"]
         rows.append(
             [
                 r["mode"],
                 r["changes"],
+                fmt_ms(percentile(exact, 50)),
+                fmt_ms(percentile(exact, 99)),
+                fmt_ms(percentile(recursive, 50)),
+                fmt_ms(percentile(recursive, 99)),
                 fmt_ms(percentile(r["one"], 50)),
                 fmt_ms(percentile(r["one"], 95)),
                 fmt_ms(percentile(r["one"], 99)),
@@ -290,18 +407,21 @@ def report(results: list[dict[str, Any]], startup: dict[str, Any], args: argpars
         )
     print()
     print(
-        f"Issue 5: {args.syncs} SecretSyncs, {args.scopes} scopes, one project; latency = admin write "
-        "returned -> our Secret watch sees the value (2 shared cores)"
+        f"{args.syncs} SecretSyncs, {args.scopes} scopes (half recursive), one project; latency = admin "
+        "write returned -> our Secret watch sees the value (2 shared cores)"
     )
-    print("targets (streaming): p50 < 100 ms, p99 < 1 s, open streams <= 5")
-    print(
-        f"start-up: all Ready {fmt_s(startup.get('ready'))}, all Streaming {fmt_s(startup.get('streaming'))}"
-        + (
-            f"; switch to polling (patch of all) {fmt_s(startup.get('polling_switch'))}"
-            if "polling_switch" in startup
-            else ""
+    print("targets (streaming, every generation): p50 < 100 ms, p99 < 1 s, open streams <= 5")
+    for r in results:
+        startup = r["startup"]
+        print(
+            f"start-up ({r['mode']}): all Ready {fmt_s(startup.get('ready'))}, "
+            f"all Streaming {fmt_s(startup.get('streaming'))}"
+            + (
+                f"; switch to polling (patch of all) {fmt_s(startup.get('polling_switch'))}"
+                if "polling_switch" in startup and r["mode"] == "polling"
+                else ""
+            )
         )
-    )
     print(table(headers, rows))
     for r in results:
         print(
@@ -322,10 +442,25 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     p.add_argument("--quick", action="store_true", help="200 SecretSyncs, 30 + 8 changes (< 2 min)")
+    p.add_argument("--event-generation", choices=[*GENERATIONS, "all"], default="newest")
+    p.add_argument("--plan-only", action="store_true", help="print the plan prices and stop")
     args = p.parse_args()
     if args.quick:
         args.syncs, args.changes, args.poll_changes, args.change_timeout = 200, 30, 8, 15.0
-    asyncio.run(main_async(args))
+    args.generations = list(GENERATIONS) if args.event_generation == "all" else [args.event_generation]
+    print("Registration plans per (identity, project); half the scopes recursive (except with 2 scopes)")
+    print(
+        table(
+            ["SecretSyncs", "scopes", "envs", "plan", "streams", "register items", "polling", "folders sent"],
+            plan_prices(),
+        )
+    )
+    if args.plan_only:
+        return
+    results: list[dict[str, Any]] = []
+    for generation in args.generations:
+        results += asyncio.run(main_async(args, generation))
+    report(results, args)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,11 @@ ACTIVE_SCOPES = Gauge("secretferry_active_scopes", "Distinct scopes currently re
 RESOURCES = Gauge("secretferry_secretsyncs", "SecretSyncs by readiness.", ["ready"])
 OPEN_STREAMS = Gauge("secretferry_open_streams", "Event streams currently open.")
 STREAM_EVENTS = Counter("secretferry_stream_events_total", "Events received on streams by type.", ["type"])
+STREAM_UNKNOWN_SCOPE = Counter(
+    "secretferry_stream_unknown_scope_events_total",
+    "Stream messages that named no usable location (not understood, or no payload); each nudges "
+    "every scope of its stream, at most once per 5 s.",
+)
 STREAM_RECONNECTS = Counter("secretferry_stream_reconnects_total", "Stream reconnects.")
 RESYNCS_AFTER_RECONNECT = Counter(
     "secretferry_resyncs_after_reconnect_total", "Scopes resynced because a stream (re)connected."

@@ -184,3 +184,12 @@ def test_unsupported_schema_is_refused() -> None:
         crdgen.structural({"anyOf": [{"type": "string"}, {"type": "integer"}]})
     with pytest.raises(crdgen.SchemaError, match="no structural equivalent"):
         crdgen.structural({"type": "string", "patternProperties": {}})
+
+
+@pytest.mark.parametrize("kind", ["MachineIdentity", "ClusterMachineIdentity"])
+def test_identity_status_names_the_list_route(kind: str) -> None:
+    status = schema(kind)["properties"]["status"]["properties"]
+    assert set(status) >= {"conditions", "tokenExpiresAt", "lastLoginTime", "listEndpoint"}
+    assert status["listEndpoint"]["type"] == "string"
+    assert status["listEndpoint"]["enum"] == ["/api/v4/secrets", "/api/v3/secrets/raw"]
+    assert "v3" in status["listEndpoint"]["description"]

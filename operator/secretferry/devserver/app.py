@@ -9,13 +9,17 @@ from fastapi import FastAPI
 from secretferry import __version__
 from secretferry.devserver import (
     errors,
+    notfound,
     routes_admin,
     routes_auth,
     routes_events,
+    routes_folder_list,
     routes_folders,
     routes_identities,
     routes_privileges,
     routes_secrets,
+    routes_status,
+    routes_v3,
     seed,
 )
 from secretferry.devserver.config import DevServerConfig
@@ -24,6 +28,7 @@ from secretferry.devserver.state import DevState
 from secretferry.devserver.stats import StatsMiddleware
 
 log = logging.getLogger(__name__)
+V4_SECRETS = "/api/v4/secrets"  # everything below it goes with --no-v4
 
 
 def create_app(config: DevServerConfig | None = None) -> FastAPI:
@@ -46,14 +51,19 @@ def create_app(config: DevServerConfig | None = None) -> FastAPI:
     errors.install(app)
     for module in (
         routes_secrets,
+        routes_v3,
         routes_folders,
+        routes_folder_list,
         routes_privileges,
         routes_identities,
         routes_auth,
         routes_events,
+        routes_status,
         routes_admin,
     ):
-        app.include_router(module.router)
+        app.include_router(
+            module.router if config.v4_secrets else notfound.without(module.router, V4_SECRETS)
+        )
     app.include_router(routes_admin.health_router)
     # Order matters: stats sees faulted requests too (added last = outermost).
     app.add_middleware(FaultMiddleware, faults=state.faults)

@@ -7,14 +7,14 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import uvicorn
 import yaml
 
 from secretferry.devserver import seed
 from secretferry.devserver.app import create_app
-from secretferry.devserver.config import DevServerConfig
+from secretferry.devserver.config import DevServerConfig, EventGeneration
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,17 +27,24 @@ def parser() -> argparse.ArgumentParser:
         "--data", type=Path, default=Path("devserver.sqlite"), help="SQLite file (kept across restarts)"
     )
     p.add_argument("--seed", type=Path, help="seed YAML, applied only when the database is fresh")
-    p.add_argument("--event-shape", choices=["documented", "envelope"], default="documented")
+    p.add_argument(
+        "--event-generation",
+        choices=get_args(EventGeneration),
+        default="newest",
+        help="event stream generation to speak: the real server's newest, middle or old, or documented",
+    )
     p.add_argument("--token-error-status", type=int, choices=[401, 403], default=401)
     p.add_argument("--heartbeat-seconds", type=float, default=15.0)
-    p.add_argument(
-        "--legacy-heartbeat", action="store_true", help="write a bare '1' line instead of event: ping"
-    )
     p.add_argument("--recheck-seconds", type=float, default=60.0)
     p.add_argument(
         "--no-events-plan", action="store_true", help="answer subscriptions 400 (plan lacks events)"
     )
     p.add_argument("--stream-cap", type=int, default=5, help="open streams per (project, identity)")
+    p.add_argument(
+        "--no-v4",
+        action="store_true",
+        help="leave out every /api/v4/secrets route (404 like an unknown route), as older servers",
+    )
     admin = p.add_mutually_exclusive_group()
     admin.add_argument(
         "--admin-token",
@@ -68,13 +75,13 @@ def config_from(args: argparse.Namespace) -> DevServerConfig:
     return DevServerConfig(
         data_path=args.data,
         seed=seed.load(args.seed) if args.seed else None,
-        event_shape=args.event_shape,
+        event_generation=args.event_generation,
         token_error_status=args.token_error_status,
         heartbeat_seconds=args.heartbeat_seconds,
-        legacy_heartbeat=args.legacy_heartbeat,
         recheck_seconds=args.recheck_seconds,
         events_plan=not args.no_events_plan,
         stream_cap=args.stream_cap,
+        v4_secrets=not args.no_v4,
         admin_token=args.admin_token,
         admin_token_file=args.admin_token_file,
         faults=_faults(args.faults),

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-EventShape = Literal["documented", "envelope"]
+# Shapes of the event stream: the three the real service shipped, and service-api.md's own.
+EventGeneration = Literal["documented", "old", "middle", "newest"]
 
 
 @dataclass
@@ -23,20 +24,22 @@ class DevServerConfig:
     """SQLite file; ``:memory:`` keeps nothing across restarts (unit tests)."""
     seed: dict[str, Any] | None = None
     """Seed document applied only when the database is fresh."""
-    event_shape: EventShape = "documented"
-    """``documented``: service-api.md message body; ``envelope``: the real server's envelope."""
+    event_generation: EventGeneration = "newest"
+    """Which generation of the event stream to speak byte for byte (``generations``): ``newest``
+    (today's real server), ``middle``, ``old``, or ``documented`` (service-api.md)."""
     token_error_status: int = 401
     """Status for an expired/invalid token: 401, or 403 with ``error: TokenError`` (newer servers)."""
     heartbeat_seconds: float = 15.0
-    """Interval of ``event: ping`` on open streams (the real server's 15 s)."""
-    legacy_heartbeat: bool = False
-    """Write a bare ``1`` line instead of ``event: ping`` (older servers)."""
+    """Interval of the heartbeat on open streams (the real server's 15 s)."""
     recheck_seconds: float = 60.0
     """Interval of the token/permission re-check on open streams (the real server's 60 s)."""
     events_plan: bool = True
     """False: the plan lacks event subscriptions, subscribing answers 400."""
     stream_cap: int = 5
     """Open streams allowed per (project, identity); the next one gets 429."""
+    v4_secrets: bool = True
+    """False (``--no-v4``): every ``/api/v4/secrets`` route is absent and answers like any unknown
+    route of the real server (Fastify's 404), as on self-hosted servers older than the v4 API."""
     admin_token: str | None = None
     """Header ``X-Admin-Token`` value ``/_admin`` requires; None: generate one at start (see
     ``admin_token``), since the admin API is never open."""

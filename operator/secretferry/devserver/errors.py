@@ -10,7 +10,8 @@ Tree::
     └── RateLimited (429)         adds a ``retry-after`` header
 
 FastAPI's own validation errors are re-shaped to 422 with ``message`` as an array of issues, and
-any unexpected exception becomes 500 "Something went wrong" so internals never leak.
+any unexpected exception becomes 500 "Something went wrong" so internals never leak. A request no
+route matches gets the real server's framework answer instead (``notfound``), not this shape.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from secretferry.devserver import notfound
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +131,12 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return JSONResponse(error_body(422, "ValidationFailure", _issues(exc)), status_code=422)
 
-    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code in (404, 405):  # no such route: the real server's Fastify answer
+            return notfound.response(request)
         name = _HTTP_NAMES.get(exc.status_code, "Error")
-        message = "Route not found" if exc.status_code == 404 else str(exc.detail)
-        return JSONResponse(error_body(exc.status_code, name, message), status_code=exc.status_code)
+        return JSONResponse(error_body(exc.status_code, name, str(exc.detail)), status_code=exc.status_code)
 
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)

@@ -3,18 +3,16 @@
 Publishing encodes each distinct message once and does ``put_nowait`` per matching subscriber, so one
 change reaching 200 streams costs a loop over 200 small objects, not 200 encodings or 200 tasks.
 Nothing is stored: a change while no stream is open is only seen by a fresh list (real service).
+Which changes a registration selects and the bytes sent are the running generation's (``Dialect``,
+implemented by ``generations``), so this module is the same for all of them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from secretferry.devserver import globs
-from secretferry.devserver.config import EventShape
-from secretferry.devserver.timeutil import iso
+from typing import Protocol
 
 CREATE = "secret:create"
 UPDATE = "secret:update"
@@ -27,18 +25,11 @@ DROP = None  # sentinel put on a queue to end its stream
 
 @dataclass(frozen=True)
 class Registration:
-    """One ``register[]`` item; a missing field matches everything."""
+    """One ``register[]`` item, as the running generation understood it; None: no such filter."""
 
     event: str | None
     environment: str | None
     secret_path: str | None
-
-    def matches(self, event: str, environment: str, path: str) -> bool:
-        if self.event is not None and self.event != event:
-            return False
-        if self.environment is not None and self.environment != environment:
-            return False
-        return self.secret_path is None or globs.subscription_path_matches(self.secret_path, path)
 
 
 @dataclass(frozen=True)
@@ -59,48 +50,30 @@ class Subscriber:
     registrations: list[Registration]
     queue: asyncio.Queue[bytes | None] = field(default_factory=lambda: asyncio.Queue(QUEUE_LIMIT))
 
-    def wants(self, event: str, change: Change) -> bool:
-        return any(r.matches(event, change.environment, change.secret_path) for r in self.registrations)
+
+class Dialect(Protocol):
+    """What fan-out needs of an event-stream generation (``generations.Generation``)."""
+
+    def matches(self, reg: Registration, event: str, change: Change) -> bool: ...
+
+    def encode(self, event: str, changes: list[Change], now: float) -> bytes: ...
+
+    @property
+    def checks_each_event(self) -> bool:
+        """Whether each event is also checked against the subscriber's permission at its own
+        location (the newest server's ``canReceiveEvent``), not only the registrations."""
+        ...
 
 
-def encode(shape: EventShape, event: str, changes: list[Change], now: float) -> bytes:
-    """One SSE frame in the documented shape or the real server's envelope."""
-    if shape == "envelope":
-        payload: Any = [
-            {
-                "secretId": c.secret_id,
-                "secretKey": c.secret_key,
-                "secretPath": c.secret_path,
-                "environment": c.environment,
-            }
-            if event != IMPORT_MUTATION
-            else {"secretPath": c.secret_path, "environment": c.environment}
-            for c in changes
-        ]
-        body: dict[str, Any] = {
-            "type": "secret-manager",
-            "source": "secretferry-devserver",
-            "time": iso(now),
-            "datacontenttype": "application/json",
-            "data": {"specversion": "1.0", "event": event, "payload": payload},
-        }
-        return f"event: secret-manager\ndata: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
-    if event == IMPORT_MUTATION:
-        payload = {"environment": changes[0].environment, "secretPath": changes[0].secret_path}
-    else:
-        payload = [
-            {"environment": c.environment, "secretPath": c.secret_path, "secretKey": c.secret_key}
-            for c in changes
-        ]
-    body = {"projectType": "secret-manager", "data": {"eventType": event, "payload": payload}}
-    return f"data: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
+MayReceive = Callable[["Subscriber", str, Change], bool]
 
 
 class EventBus:
     """Open streams by project; counts per (project, identity) for the stream cap."""
 
-    def __init__(self, shape: EventShape) -> None:
-        self.shape: EventShape = shape
+    def __init__(self, dialect: Dialect, may_receive: MayReceive | None = None) -> None:
+        self.dialect = dialect
+        self._may_receive = may_receive
         self.by_project: dict[str, set[Subscriber]] = {}
         self.delivered = 0
 
@@ -126,14 +99,16 @@ class EventBus:
         frames: dict[tuple[int, ...], bytes] = {}
         sent = 0
         for subscriber in list(self.by_project.get(project_id, ())):
-            picked = tuple(i for i, c in enumerate(changes) if subscriber.wants(event, c))
+            picked = tuple(i for i, c in enumerate(changes) if self._wants(subscriber, event, c))
             if not picked:
                 continue
             if event == IMPORT_MUTATION:
                 picked = picked[:1]
             frame = frames.get(picked)
             if frame is None:
-                frame = frames[picked] = encode(self.shape, event, [changes[i] for i in picked], now)
+                frame = frames[picked] = self.dialect.encode(event, [changes[i] for i in picked], now)
+            if not frame:  # this generation has no message for it (old: import mutations)
+                continue
             try:
                 subscriber.queue.put_nowait(frame)
                 sent += 1
@@ -141,6 +116,13 @@ class EventBus:
                 self._drop(subscriber)
         self.delivered += sent
         return sent
+
+    def _wants(self, subscriber: Subscriber, event: str, change: Change) -> bool:
+        if not any(self.dialect.matches(r, event, change) for r in subscriber.registrations):
+            return False
+        if self.dialect.checks_each_event and self._may_receive is not None:
+            return self._may_receive(subscriber, event, change)
+        return True
 
     def publish_each(self, project_id: str, event: str, changes: list[Change], now: float) -> int:
         """Import mutations are one message per importing path."""

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from secretferry.devserver import globs, wire
+from secretferry.devserver import globs, wire, zodrules
 from secretferry.devserver.errors import NotFound
 from secretferry.devserver.permissions import SECRETS, Permissions
 from secretferry.devserver.store import Environment, Import, Secret, Store
@@ -24,28 +24,24 @@ _REFERENCE = re.compile(r"\$\{([^}]+)\}")
 
 @dataclass(frozen=True)
 class ListQuery:
+    """One list request; the defaults are the real v4 route's (not service-api.md's): references
+    and imports are off unless asked for."""
+
     project_id: str
     environment: str
     secret_path: str = "/"
     view_secret_value: bool = True
-    expand_secret_references: bool = True
+    expand_secret_references: bool = False
     recursive: bool = False
     include_personal_overrides: bool = False
-    include_imports: bool = True
+    include_imports: bool = False
     tag_slugs: list[str] = field(default_factory=list)
     metadata_filter: list[tuple[str, str]] = field(default_factory=list)
 
 
-def parse_metadata_filter(text: str | None) -> list[tuple[str, str]]:
-    """``key=a,value=b|key=c,value=d`` → ``[(a, b), (c, d)]``; a pair without value matches any value."""
-    pairs: list[tuple[str, str]] = []
-    for chunk in (text or "").split("|"):
-        if not chunk.strip():
-            continue
-        fields = dict(part.split("=", 1) for part in chunk.split(",") if "=" in part)
-        if "key" in fields:
-            pairs.append((fields["key"].strip(), fields.get("value", "\0any").strip()))
-    return pairs
+# The real v4 route's reading of ``metadataFilter`` (incomplete pairs dropped, never "any value").
+parse_metadata_filter = zodrules.metadata_filter_pairs
+MAX_METADATA_FILTERS = zodrules.METADATA_FILTER_MAX_PAIRS
 
 
 class _Resolver:
@@ -105,8 +101,7 @@ def _matches_filters(s: Secret, tag_ids: set[str] | None, metadata: list[tuple[s
         return False
     for key, value in metadata:
         if not any(
-            m["key"] == key and not m.get("isEncrypted") and (value == "\0any" or m.get("value") == value)
-            for m in s.metadata
+            m["key"] == key and not m.get("isEncrypted") and m.get("value") == value for m in s.metadata
         ):
             return False
     return True

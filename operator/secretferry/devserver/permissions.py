@@ -1,9 +1,11 @@
-"""Who may do what: project roles plus additional privileges with environment/path conditions.
+"""Who may do what: project roles plus additional privileges with conditions.
 
-The real service evaluates CASL rules; this is the small subset the operator relies on: a role grants
-whole subjects, a privilege grants actions on a subject under ``environment`` and ``secretPath``
-conditions (a string, or ``{$glob|$eq|$ne|$in}``), inverted rules deny, temporary privileges count
-only between their start and end time.
+The real service evaluates CASL rules; this is the subset the operator relies on: a role grants
+whole subjects, a privilege grants actions on a subject under conditions on ``environment``,
+``secretPath`` and ``identityId`` (a string is equality; an object takes ``$glob``, ``$eq``,
+``$ne``, ``$in``), inverted rules deny, temporary privileges count only between their start and
+end time. A condition this module cannot evaluate (another field, another operator) never widens
+access: it keeps an allow rule from granting and lets a deny rule deny.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ SECRET_FOLDERS = "secret-folders"
 SECRET_IMPORTS = "secret-imports"
 SECRET_EVENTS = "secret-events"
 DYNAMIC_SECRETS = "dynamic-secrets"
+IDENTITY = "identity"
 ALL = "*"
+
+# "Identity" actions (real service names): privileges are read with "read"; changing them takes
+# "edit" plus the right to grant them.
+GRANT_PRIVILEGES = "grant-privileges"
 
 # "Dynamic Secrets" actions (real service names). Reading a definition returns its provider inputs
 # (root credentials), so the real service wants both of these for it, not a plain "read".
@@ -35,12 +42,14 @@ EVENT_ACTIONS = {
     "secret:delete": "subscribe-on-deleted",
     "secret:import-mutation": "subscribe-on-import-mutations",
 }
-_SUBSCRIBE = frozenset(EVENT_ACTIONS.values()) | {"read"}
+_SUBSCRIBE = frozenset(EVENT_ACTIONS.values())
 _WRITE = frozenset({"read", "create", "edit", "delete"})
 _DYNAMIC_ALL = frozenset(
     {READ_ROOT_CREDENTIAL, EDIT_ROOT_CREDENTIAL, "create-root-credential", "delete-root-credential", "lease"}
 )
 
+# The real default roles: members and viewers may read identities (and so their privileges), only
+# admins may grant privileges.
 ROLE_GRANTS: dict[str, dict[str, frozenset[str]]] = {
     "admin": {ALL: frozenset({ALL})},
     "member": {
@@ -49,6 +58,7 @@ ROLE_GRANTS: dict[str, dict[str, frozenset[str]]] = {
         SECRET_IMPORTS: _WRITE,
         SECRET_EVENTS: _SUBSCRIBE,
         DYNAMIC_SECRETS: _DYNAMIC_ALL,
+        IDENTITY: _WRITE,
     },
     "viewer": {
         SECRETS: frozenset({"read"}),
@@ -56,9 +66,11 @@ ROLE_GRANTS: dict[str, dict[str, frozenset[str]]] = {
         SECRET_IMPORTS: frozenset({"read"}),
         SECRET_EVENTS: _SUBSCRIBE,
         DYNAMIC_SECRETS: frozenset({READ_ROOT_CREDENTIAL}),
+        IDENTITY: frozenset({"read"}),
     },
     "no-access": {},
 }
+_PATH_FIELDS = frozenset({"secretPath"})
 
 
 def _role_allows(role: str, action: str, subject: str) -> bool:
@@ -70,37 +82,53 @@ def _role_allows(role: str, action: str, subject: str) -> bool:
     return False
 
 
-def _cond_matches(cond: Any, value: str, *, path: bool) -> bool:
+def _cond_matches(cond: Any, value: str | None, *, path: bool) -> bool | None:
+    """Whether ``value`` meets one condition; None when it cannot be evaluated here.
+
+    A field the checked object lacks (``value`` None) meets no condition, as in CASL.
+    """
     norm = globs.normalize_path if path else (lambda v: v)
-    if cond is None:
-        return True
+    if value is None:
+        return False
     if isinstance(cond, str):
-        return globs.glob_match(cond, value) if path and "*" in cond else norm(cond) == value
-    if isinstance(cond, dict):
-        if "$glob" in cond and not globs.glob_match(str(cond["$glob"]), value):
-            return False
-        if "$eq" in cond and norm(str(cond["$eq"])) != value:
-            return False
-        if "$ne" in cond and norm(str(cond["$ne"])) == value:
-            return False
-        return not ("$in" in cond and value not in [norm(str(v)) for v in cond["$in"]])
-    return False
+        return norm(cond) == value
+    if not isinstance(cond, dict) or not cond or set(cond) - {"$glob", "$eq", "$ne", "$in"}:
+        return None
+    if "$glob" in cond and not globs.glob_match(str(cond["$glob"]), value):
+        return False
+    if "$eq" in cond and norm(str(cond["$eq"])) != value:
+        return False
+    if "$ne" in cond and norm(str(cond["$ne"])) == value:
+        return False
+    return not ("$in" in cond and value not in [norm(str(v)) for v in cond["$in"]])
 
 
 def rule_matches(
-    rule: dict[str, Any], *, action: str, subject: str, environment: str, secret_path: str
-) -> bool:
-    """Whether one privilege permission covers (action, subject) at (environment, path)."""
+    rule: dict[str, Any],
+    *,
+    action: str,
+    subject: str,
+    environment: str | None = None,
+    secret_path: str | None = None,
+    identity_id: str | None = None,
+) -> bool | None:
+    """Whether one privilege permission covers (action, subject) for the given fields; None when
+    one of its conditions cannot be evaluated here."""
     actions = rule.get("action", [])
     actions = [actions] if isinstance(actions, str) else list(actions)
     if rule.get("subject") not in (subject, "all", ALL):
         return False
     if not ({action, "manage", ALL} & set(actions)):
         return False
-    conditions = rule.get("conditions") or {}
-    return _cond_matches(conditions.get("environment"), environment, path=False) and _cond_matches(
-        conditions.get("secretPath"), secret_path, path=True
-    )
+    fields = {"environment": environment, "secretPath": secret_path, "identityId": identity_id}
+    result: bool | None = True
+    for key, cond in (rule.get("conditions") or {}).items():
+        met = _cond_matches(cond, fields.get(key), path=key in _PATH_FIELDS) if key in fields else None
+        if met is False:
+            return False
+        if met is None:
+            result = None
+    return result
 
 
 def privilege_active(doc: dict[str, Any], now: float) -> bool:
@@ -119,8 +147,9 @@ def evaluate(
     *,
     action: str,
     subject: str,
-    environment: str,
-    secret_path: str,
+    environment: str | None = None,
+    secret_path: str | None = None,
+    identity_id: str | None = None,
 ) -> bool:
     """Role grant or a matching active privilege, unless an inverted privilege denies it."""
     allowed = role is not None and _role_allows(role, action, subject)
@@ -128,11 +157,17 @@ def evaluate(
         if not privilege_active(doc, now):
             continue
         for rule in doc.get("permissions", []):
-            if rule_matches(
-                rule, action=action, subject=subject, environment=environment, secret_path=secret_path
-            ):
-                if rule.get("inverted"):
-                    return False
+            met = rule_matches(
+                rule,
+                action=action,
+                subject=subject,
+                environment=environment,
+                secret_path=secret_path,
+                identity_id=identity_id,
+            )
+            if rule.get("inverted") and met is not False:
+                return False
+            if met is True and not rule.get("inverted"):
                 allowed = True
     return allowed
 
@@ -155,9 +190,11 @@ class Permissions:
         *,
         action: str,
         subject: str,
-        environment: str,
-        secret_path: str,
+        environment: str | None = None,
+        secret_path: str | None = None,
+        target_identity_id: str | None = None,
     ) -> bool:
+        """``target_identity_id``: the identity acted on, for ``identity`` rules' ``identityId``."""
         membership = self.identities.membership(project_id, identity_id)
         if membership is None:
             return False
@@ -169,6 +206,7 @@ class Permissions:
             subject=subject,
             environment=environment,
             secret_path=secret_path,
+            identity_id=target_identity_id,
         )
 
     def check(
@@ -179,8 +217,9 @@ class Permissions:
         *,
         action: str,
         subject: str,
-        environment: str,
-        secret_path: str,
+        environment: str | None = None,
+        secret_path: str | None = None,
+        target_identity_id: str | None = None,
     ) -> None:
         """Raise 403 ``PermissionDenied`` with ``details`` naming what was missing."""
         if not self.allowed(
@@ -191,8 +230,19 @@ class Permissions:
             subject=subject,
             environment=environment,
             secret_path=secret_path,
+            target_identity_id=target_identity_id,
         ):
-            raise denied(action, subject, environment, secret_path)
+            fields = {"environment": environment, "secretPath": secret_path, "identityId": target_identity_id}
+            raise PermissionDenied(
+                f"You are not allowed to {action} on {subject}",
+                details=[
+                    {
+                        "action": action,
+                        "subject": subject,
+                        "conditions": {k: v for k, v in fields.items() if v is not None},
+                    }
+                ],
+            )
 
     def require_member(self, identity_id: str, project_id: str) -> None:
         """403 for an identity that is not a member: the real service refuses it before it looks at
@@ -203,13 +253,6 @@ class Permissions:
                 details=[{"action": "read", "subject": "project", "conditions": {}}],
             )
 
-    def require_project_admin(self, identity_id: str, project_id: str) -> None:
-        if self.role(identity_id, project_id) != "admin":
-            raise PermissionDenied(
-                "You are not allowed to manage identity privileges in this project",
-                details=[{"action": "edit", "subject": "identity", "conditions": {}}],
-            )
-
     def require_org_admin(self, identity_id: str, org_id: str) -> None:
         identity = self.identities.identity(identity_id)
         if identity is None or identity.org_id != org_id or identity.org_role != "admin":
@@ -217,16 +260,3 @@ class Permissions:
                 "You are not allowed to manage this organization",
                 details=[{"action": "edit", "subject": "organization", "conditions": {}}],
             )
-
-
-def denied(action: str, subject: str, environment: str, secret_path: str) -> PermissionDenied:
-    return PermissionDenied(
-        f"You are not allowed to {action} on {subject}",
-        details=[
-            {
-                "action": action,
-                "subject": subject,
-                "conditions": {"environment": environment, "secretPath": secret_path},
-            }
-        ],
-    )

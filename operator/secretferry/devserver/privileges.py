@@ -4,47 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from secretferry.devserver.errors import BadRequest
-from secretferry.devserver.schemas import PermissionIn, PrivilegePermission
+from secretferry.devserver import permission_schema, zodrules
+from secretferry.devserver.errors import BadRequest, Unauthorized
 from secretferry.devserver.store import new_id
-from secretferry.devserver.timeutil import iso, parse_iso, parse_range
+from secretferry.devserver.timeutil import iso
 
 
-def permissions_from(
-    permissions: list[PermissionIn] | None, packed: PrivilegePermission | None
-) -> list[dict[str, Any]]:
-    """One ``{action, subject, conditions, inverted}`` per action; ``privilegePermission`` wins."""
+def permissions_from(permissions: list[Any] | None, packed: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The v1 rules, ``privilegePermission`` winning over the deprecated ``permissions``.
+
+    Neither given is the real v1 handlers' ``UnauthorizedError`` (401, before any lookup); an empty
+    ``permissions`` list is given (JavaScript's ``![]`` is false) and grants nothing.
+    """
+    if packed is None and permissions is None:
+        raise Unauthorized("Permission or privilegePermission must be provided")
     if packed is not None:
-        return [
-            {
-                "action": action,
-                "subject": packed.subject,
-                "conditions": packed.conditions or {},
-                "inverted": False,
-            }
-            for action in packed.actions
-        ]
-    out: list[dict[str, Any]] = []
-    for item in permissions or []:
-        actions = [item.action] if isinstance(item.action, str) else list(item.action or [])
-        if not item.subject or not actions:
-            raise BadRequest("Each permission needs an action and a subject")
-        out.extend(
-            {
-                "action": a,
-                "subject": item.subject,
-                "conditions": item.conditions or {},
-                "inverted": item.inverted,
-            }
-            for a in actions
-        )
-    return out
+        return permission_schema.privilege_permission(packed)
+    assert permissions is not None
+    return permission_schema.v1_permissions(permissions)
 
 
 def temporary_fields(
     is_temporary: bool, mode: str | None, range_: str | None, start: str | None
 ) -> dict[str, Any]:
-    """``temporaryAccessEndTime = start + range`` (range like 30s, 1m, 1h, 1d)."""
+    """``temporaryAccessEndTime = start + range`` (an ``ms`` duration such as 30s, 1h, 1d)."""
     if not is_temporary:
         return {
             "isTemporary": False,
@@ -53,19 +36,23 @@ def temporary_fields(
             "temporaryAccessStartTime": None,
             "temporaryAccessEndTime": None,
         }
-    if not range_ or not start:
-        raise BadRequest("A temporary privilege needs temporaryRange and temporaryAccessStartTime")
-    try:
-        start_epoch = parse_iso(start)
-        seconds = parse_range(range_)
-    except ValueError as exc:
-        raise BadRequest(f"Invalid temporary access window: {exc}") from exc
+    # The request schemas check each field that is given; what the real server does with a
+    # temporary privilege missing one (a v1 update turning a permanent one temporary) is not
+    # known, so it is refused rather than filled in.
+    if mode is None or not range_ or not start:
+        raise BadRequest(
+            "A temporary privilege needs temporaryMode, temporaryRange and temporaryAccessStartTime"
+        )
+    start_epoch = zodrules.datetime_epoch(start)
+    millis = zodrules.duration_ms(range_)
+    if start_epoch is None or millis is None or millis <= 0:
+        raise BadRequest("Invalid temporary access window")
     return {
         "isTemporary": True,
-        "temporaryMode": mode or "relative",
+        "temporaryMode": mode,
         "temporaryRange": range_,
         "temporaryAccessStartTime": iso(start_epoch),
-        "temporaryAccessEndTime": iso(start_epoch + seconds),
+        "temporaryAccessEndTime": iso(start_epoch + millis / 1000),
     }
 
 
@@ -79,6 +66,7 @@ def new_doc(
 ) -> dict[str, Any]:
     return {
         "id": privilege_id or new_id(),
+        # The real routers name an unnamed privilege with a random slug too.
         "slug": slug or f"privilege-{new_id()[:8]}",
         "projectMembershipId": membership_id,
         "permissions": permissions,

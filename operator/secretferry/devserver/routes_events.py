@@ -2,45 +2,43 @@
 
 Refusals happen before the stream starts (plan → 400, cap → 429, permission → 403). Once open the
 stream sends nothing on connect, a heartbeat every ``heartbeat_seconds`` and, every
-``recheck_seconds``, re-checks the token (one use) and permissions; on failure it sends
-``event: error`` with the error body and closes.
+``recheck_seconds``, re-checks the token (one use) and permissions; on failure it sends the
+generation's error frame and closes. What the items mean and every byte written are the running
+generation's (``generations``); the bytes go out untouched, with no framing added here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 
+import pydantic
 from fastapi import APIRouter
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from fastapi.exceptions import RequestValidationError
+from sse_starlette import EventSourceResponse
 
-from secretferry.devserver import auth, events
+from secretferry.devserver import auth, events, generations
 from secretferry.devserver.auth import CallerDep, StateDep
-from secretferry.devserver.errors import ApiError, BadRequest, RateLimited, error_body
+from secretferry.devserver.errors import ApiError, BadRequest, RateLimited
 from secretferry.devserver.permissions import EVENT_ACTIONS, SECRET_EVENTS
 from secretferry.devserver.schemas import Subscribe
 from secretferry.devserver.state import DevState
 
 router = APIRouter()
-LEGACY_HEARTBEAT = b"1\n"
 _TICK = b""
+# The real server's headers (getSSEHeaders); sse-starlette adds Connection and X-Accel-Buffering,
+# and an explicit content type keeps Starlette from appending "; charset=utf-8".
+_HEADERS = {"Cache-Control": "no-cache", "Content-Type": "text/event-stream"}
 
 
-def _registrations(body: Subscribe) -> list[events.Registration]:
-    out = []
-    for item in body.registrations:
-        if item.event is not None and item.event not in events.EVENT_KINDS:
-            raise BadRequest(f"Unknown event '{item.event}'")
-        conditions = item.conditions
-        out.append(
-            events.Registration(
-                event=item.event,
-                environment=conditions.environmentSlug if conditions else None,
-                secret_path=conditions.secretPath if conditions else None,
-            )
-        )
-    return out
+def _registrations(generation: generations.Generation, body: Subscribe) -> list[events.Registration]:
+    """The items as this generation reads them; a malformed one is a 422 like any body error."""
+    try:
+        return generation.parse_registrations(body.registrations)
+    except pydantic.ValidationError as exc:
+        raise RequestValidationError(
+            [{**err, "loc": ("body", "register", *err["loc"])} for err in exc.errors()]
+        ) from exc
 
 
 def _check_permissions(state: DevState, subscriber: events.Subscriber) -> None:
@@ -60,13 +58,15 @@ def _check_permissions(state: DevState, subscriber: events.Subscriber) -> None:
 
 @router.post("/api/v1/events/subscribe/project-events")
 async def subscribe(body: Subscribe, caller: CallerDep, state: StateDep) -> EventSourceResponse:
+    generation = generations.get(state.config.event_generation)
+    registrations = _registrations(generation, body)
     if not state.config.events_plan:
         raise BadRequest(
             "Failed to subscribe to events: your current plan does not include event subscriptions. "
             "Upgrade to an Enterprise plan to use this feature."
         )
     project = state.store.require_project(body.projectId)
-    subscriber = events.Subscriber(project.id, caller.identity_id, caller.token, _registrations(body))
+    subscriber = events.Subscriber(project.id, caller.identity_id, caller.token, registrations)
     _check_permissions(state, subscriber)
     if state.bus.count(project.id, caller.identity_id) >= state.config.stream_cap:
         raise RateLimited(
@@ -76,10 +76,12 @@ async def subscribe(body: Subscribe, caller: CallerDep, state: StateDep) -> Even
     state.bus.open(subscriber)
     state.stats.counters["streamsOpened"] += 1
     # ping=0: sse-starlette's own comment pings are off; this stream writes the service's heartbeats.
-    return EventSourceResponse(_stream(state, subscriber), ping=0, sep="\n")
+    return EventSourceResponse(_stream(state, subscriber, generation), ping=0, headers=_HEADERS)
 
 
-async def _stream(state: DevState, subscriber: events.Subscriber) -> AsyncIterator[bytes | ServerSentEvent]:
+async def _stream(
+    state: DevState, subscriber: events.Subscriber, generation: generations.Generation
+) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     opened = loop.time()
     next_ping = opened + state.config.heartbeat_seconds
@@ -111,22 +113,14 @@ async def _stream(state: DevState, subscriber: events.Subscriber) -> AsyncIterat
                 next_check = now + state.config.recheck_seconds
                 failure = _recheck(state, subscriber)
                 if failure is not None:
-                    yield ServerSentEvent(
-                        json.dumps(
-                            error_body(failure.status, failure.name, failure.message, failure.details)
-                        ),
-                        event="error",
-                        sep="\n",
-                    )
+                    frame = generation.error_frame(failure)
+                    if frame:
+                        yield frame
                     return
             if now >= next_ping:
                 next_ping = now + state.config.heartbeat_seconds
                 if not faults.silent_streams:
-                    yield (
-                        LEGACY_HEARTBEAT
-                        if state.config.legacy_heartbeat
-                        else ServerSentEvent(event="ping", sep="\n")
-                    )
+                    yield generation.heartbeat()
     finally:
         state.bus.close(subscriber)
 

@@ -8,12 +8,24 @@ from fastapi import APIRouter
 
 from secretferry.devserver import events, globs, mutations, wire
 from secretferry.devserver.auth import CallerDep, StateDep
-from secretferry.devserver.errors import BadRequest, NotFound
+from secretferry.devserver.errors import ApiError, BadRequest, NotFound
 from secretferry.devserver.listing import MAX_DEPTH
 from secretferry.devserver.permissions import SECRET_FOLDERS, SECRET_IMPORTS
 from secretferry.devserver.schemas import CreateFolder, UpdateImport
 
 router = APIRouter()
+# The real ``secret_imports.position`` column is a Postgres integer.
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _position(value: float | None) -> int | None:
+    """The requested position, as the real service takes it: any integer (no clamping, see
+    ``Store.update_import``); a fraction or an out-of-range number fails in its database (500)."""
+    if value is None:
+        return None
+    if not value.is_integer() or not _INT32[0] <= value <= _INT32[1]:
+        raise ApiError("Something went wrong", name="DatabaseError", status=500)
+    return int(value)
 
 
 @router.post("/api/v2/folders")
@@ -58,26 +70,31 @@ async def update_import(
     imp = state.store.import_by_id(secretImportId)
     if imp is None or imp.env_id != env.id or imp.path != path:
         raise NotFound(f"Secret import with ID '{secretImportId}' not found")
-    target_env = env
-    if body.import_.environment is not None:
-        found = state.store.environment(project.id, body.import_.environment)
-        if found is None:
-            raise NotFound(f"Environment with slug '{body.import_.environment}' not found")
-        target_env = found
-    else:
-        current = state.store.environment_by_id(imp.import_env_id)
-        target_env = current or env
+    slug = body.import_.environment
+    target_env = (
+        state.store.environment(project.id, slug)
+        if slug is not None
+        else state.store.environment_by_id(imp.import_env_id)
+    )
+    if target_env is None:
+        raise NotFound(f"Imported environment with slug '{slug}' in project with ID '{project.id}' not found")
     import_path = (
         globs.normalize_path(body.import_.path) if body.import_.path is not None else imp.import_path
     )
     if (target_env.id, import_path) == (env.id, path):
         raise BadRequest("Cannot import from the same location")
+    # Real ``updateImport``: refused when the source already imports the importing folder.
+    if any(
+        (i.import_env_id, i.import_path) == (env.id, path)
+        for i in state.store.imports_in(target_env.id, import_path)
+    ):
+        raise BadRequest("Cyclic import not allowed")
     updated = state.store.update_import(
         imp,
         state.now(),
         import_env_id=target_env.id,
         import_path=import_path,
-        position=body.import_.position or imp.position,
+        position=_position(body.import_.position),
     )
     # What the importing path shows has changed: tell its subscribers (and their importers).
     state.bus.publish(project.id, events.IMPORT_MUTATION, [events.Change(env.slug, path)], state.now())

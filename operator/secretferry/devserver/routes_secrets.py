@@ -7,33 +7,17 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from starlette.datastructures import QueryParams
 
-from secretferry.devserver import globs, listing, mutations, wire
+from secretferry.devserver import globs, listing, mutations, query, wire
 from secretferry.devserver.auth import CallerDep, StateDep
-from secretferry.devserver.errors import ApiError, BadRequest
+from secretferry.devserver.errors import BadRequest
 from secretferry.devserver.permissions import SECRETS
 from secretferry.devserver.schemas import BatchDelete, CreateSecret, DeleteSecret, UpdateSecret
 from secretferry.devserver.state import DevState
 from secretferry.devserver.store import Environment
 
 router = APIRouter()
-
-
-def _flag(request: Request, names: tuple[str, ...], default: bool) -> bool:
-    for name in names:
-        raw = request.query_params.get(name)
-        if raw is None:
-            continue
-        if raw.lower() in ("true", "1"):
-            return True
-        if raw.lower() in ("false", "0"):
-            return False
-        raise ApiError(
-            [{"code": "invalid_enum_value", "path": [name], "message": "Expected 'true' | 'false'"}],
-            name="ValidationFailure",
-            status=422,
-        )
-    return default
 
 
 def _etag(body: bytes) -> str:
@@ -47,28 +31,57 @@ def _etag_matches(header: str | None, etag: str) -> bool:
     return "*" in candidates or etag in candidates
 
 
-@router.get("/api/v4/secrets")
-async def list_secrets(request: Request, caller: CallerDep, state: StateDep) -> Response:
-    params = request.query_params
-    project_id = params.get("projectId") or params.get("workspaceId")
-    environment = params.get("environment")
+def _list_query(params: QueryParams) -> listing.ListQuery:
+    """The real v4 list's querystring schema, then its handler's own check.
+
+    Source: Infisical ``server/routes/v4/secret-router.ts``. Booleans are ``z.enum(["true",
+    "false"])`` with real defaults (values shown, references and imports not); the imports flag is
+    read only as ``include_imports`` (``includeImports`` is an unknown key there, so ignored here);
+    more than 10 complete ``metadataFilter`` pairs is a 422; every issue comes back in one 422,
+    before the handler's 400 for a missing project id or environment. ``includePersonalOverrides``
+    is documented (service-api.md) but not in every real version: it is held to the same rule.
+    """
+    issues = query.Issues()
+    metadata_text = query.text(params, "metadataFilter", issues)
+    metadata = listing.parse_metadata_filter(metadata_text)
+    if len(metadata) > listing.MAX_METADATA_FILTERS:
+        issues.add("metadataFilter", "custom", "You can only filter by up to 10 metadata fields")
+    project_id = query.text(params, "projectId", issues)
+    environment = query.text(params, "environment", issues)
+    secret_path = query.text(params, "secretPath", issues)
+    view = query.flag(params, "viewSecretValue", issues, default=True)
+    expand = query.flag(params, "expandSecretReferences", issues, default=False)
+    recursive = query.flag(params, "recursive", issues, default=False)
+    include_imports = query.flag(params, "include_imports", issues, default=False)
+    tag_text = query.text(params, "tagSlugs", issues)
+    personal = query.flag(params, "includePersonalOverrides", issues, default=False)
+    if secret_path is not None and not secret_path.startswith("/"):
+        # What the real service lists for "" or a relative path is not known: refused, not guessed.
+        issues.add("secretPath", "custom", "secretPath must start with '/'")
+    issues.raise_if_any()
     if not project_id or not environment:
         raise BadRequest("Missing project id or environment")
-    # Per-scope counts, so a test can count its own scope's list calls on a shared server.
-    state.stats.scopes[f"{environment}:{params.get('secretPath') or '/'}"] += 1
-    query = listing.ListQuery(
+    return listing.ListQuery(
         project_id=project_id,
         environment=environment,
-        secret_path=params.get("secretPath") or "/",
-        view_secret_value=_flag(request, ("viewSecretValue",), True),
-        expand_secret_references=_flag(request, ("expandSecretReferences",), True),
-        recursive=_flag(request, ("recursive",), False),
-        include_personal_overrides=_flag(request, ("includePersonalOverrides",), False),
-        include_imports=_flag(request, ("includeImports", "include_imports"), True),
-        tag_slugs=[t.strip() for t in (params.get("tagSlugs") or "").split(",") if t.strip()],
-        metadata_filter=listing.parse_metadata_filter(params.get("metadataFilter")),
+        secret_path=secret_path or "/",
+        view_secret_value=view,
+        expand_secret_references=expand,
+        recursive=recursive,
+        include_personal_overrides=personal,
+        include_imports=include_imports,
+        # Split and trimmed, empty entries kept: "," filters by a tag nobody has, as in the real one.
+        tag_slugs=[t.strip() for t in tag_text.split(",")] if tag_text else [],
+        metadata_filter=metadata,
     )
-    result = state.lister.list_secrets(query, identity_id=caller.identity_id, now=state.now())
+
+
+@router.get("/api/v4/secrets")
+async def list_secrets(request: Request, caller: CallerDep, state: StateDep) -> Response:
+    list_query = _list_query(request.query_params)
+    # Per-scope counts, so a test can count its own scope's list calls on a shared server.
+    state.stats.scopes[f"{list_query.environment}:{request.query_params.get('secretPath') or '/'}"] += 1
+    result = state.lister.list_secrets(list_query, identity_id=caller.identity_id, now=state.now())
     body = json.dumps(result, separators=(",", ":")).encode()
     etag = _etag(body)
     if _etag_matches(request.headers.get("if-none-match"), etag):

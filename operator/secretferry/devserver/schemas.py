@@ -4,10 +4,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Strict,
+    StrictBool,
+    StrictInt,
+    Tag,
+)
+
+from secretferry.devserver import zodrules
 
 NonEmpty = Annotated[str, Field(min_length=1)]
-Slug = Annotated[str, Field(min_length=1, max_length=60)]
+Slug = Annotated[str, AfterValidator(zodrules.slug)]
+TemporaryRange = Annotated[str, AfterValidator(zodrules.temporary_range)]
+ZodDatetime = Annotated[str, AfterValidator(zodrules.zod_datetime)]
+# zod's ``z.number()``: any JSON number, never a numeric string or a boolean (pydantic's lax int
+# would take "5" and true).
+JsonNumber = Annotated[float, Strict()]
 
 
 class _Body(BaseModel):
@@ -18,20 +35,20 @@ class _Body(BaseModel):
 class MetadataItem(_Body):
     key: Annotated[str, Field(min_length=1, max_length=255)]
     value: str = ""
-    isEncrypted: bool = False
+    isEncrypted: StrictBool = False
 
 
 class CreateSecret(_Body):
     projectId: NonEmpty
     environment: NonEmpty
-    secretValue: str = ""
+    secretValue: str  # required by the real v4 create (``z.string()`` without a default)
     secretPath: str = "/"
     secretComment: str = ""
     secretMetadata: list[MetadataItem] | None = None
     tagIds: list[str] | None = None
-    skipMultilineEncoding: bool | None = None
+    skipMultilineEncoding: StrictBool | None = None
     type: Literal["shared", "personal"] = "shared"
-    secretReminderRepeatDays: int | None = None
+    secretReminderRepeatDays: StrictInt | None = None  # z.number(): no "5" (a fraction: refused too)
     secretReminderNote: str | None = None
 
 
@@ -43,10 +60,10 @@ class UpdateSecret(_Body):
     secretComment: str | None = None
     secretMetadata: list[MetadataItem] | None = None
     tagIds: list[str] | None = None
-    skipMultilineEncoding: bool | None = None
+    skipMultilineEncoding: StrictBool | None = None
     type: Literal["shared", "personal"] = "shared"
     newSecretName: Annotated[str, Field(min_length=1)] | None = None
-    secretReminderRepeatDays: int | None = None
+    secretReminderRepeatDays: StrictInt | None = None  # z.number(): no "5" (a fraction: refused too)
     secretReminderNote: str | None = None
 
 
@@ -80,7 +97,8 @@ class CreateFolder(_Body):
 class ImportTarget(_Body):
     environment: NonEmpty | None = None
     path: str | None = None
-    position: Annotated[int, Field(ge=1)] | None = None
+    # ``z.number().optional()``: any number; what the real service does with it is in routes_folders.
+    position: JsonNumber | None = None
 
 
 class UpdateImport(_Body):
@@ -90,38 +108,26 @@ class UpdateImport(_Body):
     import_: ImportTarget = Field(alias="import")
 
 
-class PermissionIn(_Body):
-    action: str | list[str] | None = None
-    subject: str | None = None
-    conditions: dict[str, Any] | None = None
-    inverted: bool = False
-
-
-class PrivilegePermission(_Body):
-    actions: list[str] = Field(min_length=1)
-    subject: NonEmpty
-    conditions: dict[str, Any] | None = None
-
-
 class CreateTemporaryPrivilege(_Body):
     identityId: NonEmpty
     projectSlug: NonEmpty
     slug: Slug | None = None
     temporaryMode: Literal["relative"]
-    temporaryRange: NonEmpty
-    temporaryAccessStartTime: NonEmpty
-    permissions: list[PermissionIn] | None = None
-    privilegePermission: PrivilegePermission | None = None
+    temporaryRange: TemporaryRange
+    temporaryAccessStartTime: ZodDatetime
+    # Rules stay raw here: ``permission_schema`` checks them against the real names and shapes.
+    permissions: list[Any] | None = None
+    privilegePermission: dict[str, Any] | None = None
 
 
 class PrivilegeDetails(_Body):
     slug: Slug | None = None
-    permissions: list[PermissionIn] | None = None
-    privilegePermission: PrivilegePermission | None = None
-    isTemporary: bool | None = None
+    permissions: list[Any] | None = None
+    privilegePermission: dict[str, Any] | None = None
+    isTemporary: StrictBool | None = None
     temporaryMode: Literal["relative"] | None = None
-    temporaryRange: str | None = None
-    temporaryAccessStartTime: str | None = None
+    temporaryRange: TemporaryRange | None = None
+    temporaryAccessStartTime: ZodDatetime | None = None
 
 
 class UpdatePrivilegeV1(_Body):
@@ -137,16 +143,36 @@ class DeletePrivilegeV1(_Body):
     projectSlug: NonEmpty
 
 
-class PrivilegeType(_Body):
-    isTemporary: bool = False
-    temporaryMode: Literal["relative"] | None = None
-    temporaryRange: str | None = None
-    temporaryAccessStartTime: str | None = None
+class PermanentType(_Body):
+    isTemporary: Literal[False]
+
+
+class TemporaryType(_Body):
+    isTemporary: Literal[True]
+    temporaryMode: Literal["relative"]
+    temporaryRange: TemporaryRange
+    temporaryAccessStartTime: ZodDatetime
+
+
+def _is_temporary(value: Any) -> str | None:
+    """The v2 ``type`` is ``z.discriminatedUnion("isTemporary", ...)``: only a JSON boolean picks."""
+    flag = value.get("isTemporary") if isinstance(value, dict) else getattr(value, "isTemporary", None)
+    return ("temporary" if flag else "permanent") if isinstance(flag, bool) else None
+
+
+PrivilegeType = Annotated[
+    Annotated[PermanentType, Tag("permanent")] | Annotated[TemporaryType, Tag("temporary")],
+    Discriminator(
+        _is_temporary,
+        custom_error_type="invalid_union_discriminator",
+        custom_error_message="Invalid discriminator value. Expected false | true",
+    ),
+]
 
 
 class UpdatePrivilegeV2(_Body):
     slug: Slug
-    permissions: list[PermissionIn]
+    permissions: list[Any]  # checked by ``permission_schema.v2_permissions``
     type: PrivilegeType
 
 
@@ -166,16 +192,7 @@ class TokenBody(_Body):
     accessToken: NonEmpty
 
 
-class RegisterConditions(_Body):
-    environmentSlug: str | None = None
-    secretPath: str | None = None
-
-
-class RegisterItem(_Body):
-    event: str | None = None
-    conditions: RegisterConditions | None = None
-
-
 class Subscribe(_Body):
     projectId: NonEmpty
-    registrations: Annotated[list[RegisterItem], Field(min_length=1, max_length=10, alias="register")]
+    # Items stay raw here: each event-stream generation has its own item shape (``generations``).
+    registrations: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=10, alias="register")]

@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from secretferry.devserver import admin_token
+from secretferry.devserver import admin_token, generations
 from secretferry.devserver import db as dbm
 from secretferry.devserver.config import DevServerConfig
 from secretferry.devserver.events import EventBus
 from secretferry.devserver.faults import Faults
 from secretferry.devserver.identity_store import IdentityStore
 from secretferry.devserver.listing import Lister
-from secretferry.devserver.permissions import Permissions
+from secretferry.devserver.permissions import EVENT_ACTIONS, SECRET_EVENTS, Permissions
 from secretferry.devserver.stats import Stats
 from secretferry.devserver.store import Store
 from secretferry.devserver.tokens import Tokens
@@ -50,7 +50,18 @@ class DevState:
             tokens=Tokens(database),
             permissions=permissions,
             lister=Lister(store, permissions),
-            bus=EventBus(config.event_shape),
+            bus=EventBus(
+                generations.get(config.event_generation),
+                may_receive=lambda sub, event, change: permissions.allowed(
+                    sub.identity_id,
+                    sub.project_id,
+                    config.clock(),
+                    action=EVENT_ACTIONS[event],
+                    subject=SECRET_EVENTS,
+                    environment=change.environment,
+                    secret_path=change.secret_path,
+                ),
+            ),
             faults=Faults(config.faults),
             stats=Stats(),
             admin_token=admin_token.establish(config),

@@ -408,18 +408,27 @@ class Store:
         return found
 
     def update_import(
-        self, imp: Import, now: float, *, import_env_id: str, import_path: str, position: int
+        self, imp: Import, now: float, *, import_env_id: str, import_path: str, position: int | None
     ) -> Import:
-        """Move an import to ``position`` (1-based), shifting its siblings like the real service."""
-        siblings = [i for i in self.imports_in(imp.env_id, imp.path) if i.id != imp.id]
-        position = max(1, min(position, len(siblings) + 1))
-        siblings.insert(position - 1, imp)
-        for index, sibling in enumerate(siblings, start=1):
-            self.db.execute("UPDATE imports SET position = ? WHERE id = ?", (index, sibling.id))
+        """Move an import to ``position`` exactly as the real service does, without clamping.
+
+        Real ``secret-import-service.ts`` ``updateImport`` + ``updateAllPosition``: for a non-zero
+        position, the siblings between the old and the new position shift by one towards the old
+        one; then the import takes the position as given (beyond the last one, 0 or negative alike).
+        """
+        if position:
+            low, high, step = (
+                (imp.position, position, -1) if position > imp.position else (position, imp.position, 1)
+            )
+            self.db.execute(
+                "UPDATE imports SET position = position + ? WHERE env_id = ? AND path = ? AND id != ? "
+                "AND position BETWEEN ? AND ? AND position != ?",
+                (step, imp.env_id, imp.path, imp.id, low, high, imp.position),
+            )
         self.db.execute(
-            "UPDATE imports SET import_env_id = ?, import_path = ?, version = version + 1, updated_at = ? "
-            "WHERE id = ?",
-            (import_env_id, import_path, now, imp.id),
+            "UPDATE imports SET import_env_id = ?, import_path = ?, position = ?, version = version + 1, "
+            "updated_at = ? WHERE id = ?",
+            (import_env_id, import_path, imp.position if position is None else position, now, imp.id),
         )
         found = self.import_by_id(imp.id)
         assert found is not None

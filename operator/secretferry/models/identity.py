@@ -194,6 +194,9 @@ class MachineIdentityStatus(base.CRModel):
     observed_generation: int | None = None
     token_expires_at: datetime | None = None
     last_login_time: datetime | None = None
+    list_endpoint: Literal["/api/v4/secrets", "/api/v3/secrets/raw"] | None = None
+    """Route the operator lists secrets through on this identity's host, once a list there showed
+    it: /api/v4/secrets, or /api/v3/secrets/raw on a self-hosted server older than v4."""
 
 
 class MachineIdentity(base.CRModel):

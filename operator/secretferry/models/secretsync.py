@@ -66,9 +66,17 @@ class IdentityRef(base.CRModel):
     name: str = Field(pattern=base.DNS_SUBDOMAIN_PATTERN, max_length=base.DNS_SUBDOMAIN_MAX)
 
 
+# The service reads ``metadataFilter=key=a,value=b|key=c,value=d`` by splitting on "|", "," and "="
+# and trimming, and silently drops a pair with an empty key or value (which would widen the sync to
+# every secret): so neither may be empty, carry a separator, or start or end with whitespace.
+_METADATA_TEXT = r"^[^|,=\s]([^|,=]*[^|,=\s])?$"
+METADATA_FILTER_MAX = 10
+"""More pairs than this are refused by the service (422)."""
+
+
 class MetadataFilter(base.CRModel):
-    key: str = Field(min_length=1, max_length=256)
-    value: str = Field(max_length=1024)
+    key: str = Field(min_length=1, max_length=256, pattern=_METADATA_TEXT)
+    value: str = Field(min_length=1, max_length=1024, pattern=_METADATA_TEXT)
 
 
 class Source(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT)):
@@ -85,7 +93,7 @@ class Source(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT)):
     include_imports: bool = True
     expand_references: bool = True
     tag_slugs: list[str] = Field(default_factory=list, max_length=32)
-    metadata_filter: list[MetadataFilter] = Field(default_factory=list, max_length=32)
+    metadata_filter: list[MetadataFilter] = Field(default_factory=list, max_length=METADATA_FILTER_MAX)
     include_keys: list[str] = Field(default_factory=list, max_length=256)
     """Glob patterns (``*``, ``?``, ``[abc]``); when set, only matching keys are taken."""
     exclude_keys: list[str] = Field(default_factory=list, max_length=256)

@@ -38,6 +38,7 @@ from secretferry.service import errors as service_errors
 from secretferry.service import events as service_events
 from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import health as service_health
+from secretferry.service import listroutes
 from secretferry.service import scopes as scope_mod
 from secretferry.service import streams as streams_mod
 
@@ -50,7 +51,6 @@ _RESYNC_TICK_SECONDS = (
 _STEP_ASIDE_MAX_SECONDS = 1.0
 # How long the start-up waits for the first logins before listing SecretSyncs and Secrets (_boot).
 _LOGIN_HEAD_START_SECONDS = 2.0
-_LIST_ENDPOINT = "GET /api/v4/secrets"  # the one endpoint secretferry_service_calls_total counts
 _IDENTITY_PLURALS = {ident_mod.MACHINE: "machineidentities", ident_mod.CLUSTER: "clustermachineidentities"}
 
 
@@ -527,10 +527,13 @@ class Controller:
         session = entry.session
         last_login = session.last_login_at if session is not None else None
         login_text = last_login.strftime("%Y-%m-%dT%H:%M:%SZ") if last_login else ""
+        # Which list route the identity's host has, once a list there showed it (listroutes).
+        list_path = self.fetcher.routes.known(session.api_root) if session is not None else None
+        notes = (*entry.notes, listroutes.V3_NOTE) if list_path == listroutes.V3 else entry.notes
         if problem is None:
-            reported = ("True", reasons.LOGGED_IN, login_text)
+            reported = ("True", reasons.LOGGED_IN, login_text, list_path or "")
         else:
-            reported = ("False", problem[0], login_text)
+            reported = ("False", problem[0], login_text, list_path or "")
         if entry.reported == reported:
             return
         entry.reported = reported
@@ -541,7 +544,7 @@ class Controller:
                 type_=reasons.READY,
                 status=reported[0],
                 reason=reported[1],
-                message="; ".join(("login works", *entry.notes)) if problem is None else problem[1],
+                message="; ".join(("login works", *notes)) if problem is None else problem[1],
                 observed_generation=entry.generation,
                 now=conditions.now_iso(),
             ),
@@ -549,6 +552,8 @@ class Controller:
         }
         if last_login is not None:
             status["lastLoginTime"] = login_text
+        if list_path is not None:
+            status["listEndpoint"] = list_path
         expires = session.expires_at if session is not None else None
         if expires is not None:
             status["tokenExpiresAt"] = expires.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -573,6 +578,8 @@ async def _counting(
     async for message in it:
         if isinstance(message, service_events.SecretEvent):
             metrics.STREAM_EVENTS.labels(type=message.event_type).inc()
+            if not message.items:
+                metrics.STREAM_UNKNOWN_SCOPE.inc()
         yield message
 
 
@@ -584,8 +591,8 @@ def _in_sync(body: Mapping[str, Any]) -> bool:
     return reconciled and status.get("observedGeneration") == generation
 
 
-def _count_list_call(scope: scope_mod.Scope, outcome: str) -> None:
-    metrics.SERVICE_CALLS.labels(endpoint=_LIST_ENDPOINT, status=outcome).inc()
+def _count_list_call(scope: scope_mod.Scope, outcome: str, endpoint: str) -> None:
+    metrics.SERVICE_CALLS.labels(endpoint=endpoint, status=outcome).inc()
 
 
 def _waits_for_service(entry: state.SyncEntry) -> bool:

@@ -146,6 +146,11 @@ class AuthSession:
         return self._client.host_health
 
     @property
+    def api_root(self) -> str:
+        """The API root of this session's host (what per-host knowledge is keyed by)."""
+        return self._client.api_root
+
+    @property
     def revocations(self) -> int:
         """Replaced tokens the service confirmed revoked."""
         return self._revoker.revoked

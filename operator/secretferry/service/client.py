@@ -12,9 +12,16 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import httpx
-
-from secretferry.service import admin, client_base, errors, events, models, privileges, validation, wire
+from secretferry.service import (
+    admin,
+    client_base,
+    events,
+    models,
+    privileges,
+    secrets_v3,
+    validation,
+    wire,
+)
 
 DEFAULT_USER_AGENT = client_base.DEFAULT_USER_AGENT
 
@@ -48,7 +55,7 @@ def _unwrap_project(body: Any) -> Any:
     return body
 
 
-class ServiceClient(privileges.PrivilegeEndpoints, admin.AdminEndpoints):
+class ServiceClient(privileges.PrivilegeEndpoints, admin.AdminEndpoints, secrets_v3.SecretsV3Endpoints):
     """Async client for one service base URL; use as ``async with ServiceClient(...) as client``.
 
     ``ServiceClient(base_url, *, access_token=None, verify=True, timeout=10.0,
@@ -119,23 +126,9 @@ class ServiceClient(privileges.PrivilegeEndpoints, admin.AdminEndpoints):
     async def list_secrets(
         self, query: models.ListSecretsQuery, *, etag: str | None = None
     ) -> models.SecretList | models.NotModified:
-        """List one scope; with ``etag`` a 304 answer becomes ``NotModified``."""
-        endpoint = "GET /api/v4/secrets"
-        params = wire.list_secrets_params(query)
-        token = self._required_token(endpoint)
-        headers = {"If-None-Match": etag} if etag else None
-        response = await self._conn.send(
-            "GET", "/api/v4/secrets", endpoint=endpoint, token=token, params=params, headers=headers
-        )
-        if response.status_code == httpx.codes.NOT_MODIFIED:
-            if not etag:
-                raise errors.ProtocolError(f"{endpoint}: 304 to an unconditional request", status_code=304)
-            return models.NotModified(etag=response.headers.get("etag") or etag)
-        listed = self._conn.validate(
-            models.SecretList, self._conn.json(response, endpoint=endpoint), endpoint=endpoint
-        )
-        listed.etag = response.headers.get("etag")
-        return listed
+        """List one scope; with ``etag`` a 304 answer becomes ``NotModified``. A server older than
+        v4 answers ``RouteNotFound``: see ``list_secrets_v3`` and ``listroutes``."""
+        return await self._list_scope(wire.LIST_PATH_V4, params=wire.list_secrets_params(query), etag=etag)
 
     async def delete_secrets_batch(
         self,

@@ -13,7 +13,7 @@ from typing import Any, Self
 import httpx
 
 import secretferry
-from secretferry.service import connection, errors, health
+from secretferry.service import connection, errors, health, models
 
 DEFAULT_USER_AGENT = f"secretferry/{secretferry.__version__}"
 
@@ -110,3 +110,23 @@ class ClientBase:
             params=params,
             json_body=json_body,
         )
+
+    async def _list_scope(
+        self, path: str, *, params: connection.Params, etag: str | None
+    ) -> models.SecretList | models.NotModified:
+        """One list call (v4 or v3 raw: same answer shape); with ``etag`` a 304 is ``NotModified``."""
+        endpoint = f"GET {path}"
+        token = self._required_token(endpoint)
+        headers = {"If-None-Match": etag} if etag else None
+        response = await self._conn.send(
+            "GET", path, endpoint=endpoint, token=token, params=params, headers=headers
+        )
+        if response.status_code == 304:
+            if not etag:
+                raise errors.ProtocolError(f"{endpoint}: 304 to an unconditional request", status_code=304)
+            return models.NotModified(etag=response.headers.get("etag") or etag)
+        listed = self._conn.validate(
+            models.SecretList, self._conn.json(response, endpoint=endpoint), endpoint=endpoint
+        )
+        listed.etag = response.headers.get("etag")
+        return listed

@@ -11,7 +11,8 @@ message text::
     ├── AuthenticationError           401, or 403 with error "TokenError": log in again
     │   └── StreamError               ``event: error`` on an open stream (token/permission re-check failed)
     ├── PermissionDenied              403 otherwise; ``details`` as the service sent them
-    ├── NotFound                      404
+    ├── NotFound                      404 from the service: a project, folder or object does not exist
+    │   └── RouteNotFound             404 from the web framework: this server has no such endpoint
     ├── Conflict                      409 (e.g. a secret of that name already exists)
     ├── ValidationError               400/422, or our own input checks (``field`` names the field)
     │   └── PlanNotSupported          400 on subscribe: the plan lacks event subscriptions
@@ -120,6 +121,15 @@ class PermissionDenied(ServiceError):
 
 class NotFound(ServiceError):
     """404: the project, environment, identity or object does not exist."""
+
+
+class RouteNotFound(NotFound):
+    """404 for the endpoint itself: the server is of a version without it (e.g. no v4 list).
+
+    A ``NotFound`` still, so callers that only care whether something is there need not know; the
+    list fallback (``listroutes``) tells the two apart, because only a missing route may switch a
+    host to another endpoint, never missing data.
+    """
 
 
 class Conflict(ServiceError):

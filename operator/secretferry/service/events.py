@@ -2,19 +2,33 @@
 
 Why our own parser instead of httpx-sse's iterator: the caller's liveness watchdog must see every
 byte the server sends. Heartbeats come in three forms (``event: ping`` with no data, comment lines,
-and on older servers a bare ``1`` with no SSE framing at all), and a chunk that completes nothing
-is still proof of life. So every chunk yields at least one message: a ``SecretEvent`` when one is
-complete, otherwise a ``Heartbeat`` ("alive, nothing to act on").
+and on the oldest servers the single byte ``1`` with no newline and no SSE framing at all), and a
+chunk that completes nothing is still proof of life. So every chunk yields at least one message: a
+``SecretEvent`` when one is complete, otherwise a ``Heartbeat`` ("alive, nothing to act on").
 
-Two message shapes are understood (service-contract.md):
+The real service has shipped three generations of this stream, and the seed documents a fourth
+shape (service-contract.md, "Event stream"); all are understood here:
 
-- documented: data ``{"projectType": "secret-manager", "data": {"eventType": ..., "payload": ...}}``
-- real server: ``event: secret-manager`` with data ``{"type": "secret-manager", "source", "time",
-  "datacontenttype", "data": {"specversion", "event": "secret:update", "payload": ...}}``
+- documented: no ``event:`` line, data ``{"projectType": "secret-manager", "data": {"eventType",
+  "payload"}}``;
+- old: no ``event:`` line, data ``{"type", ..., "data": {"eventType": "update-secret", "payload"}}``
+  with audit event names (``create-secret``, ``update-secrets``, ...);
+- middle: ``event: secret-manager``, data ``{"type", "source", "time", "datacontenttype", "data":
+  {"specversion": 1, "event": "secret:update", "payload": [...]}}``;
+- newest: ``event: secret:update``, data ``{"type", "data": {"eventType", "payload"}}`` with the key
+  in ``secretKeys``;
+- and a flat ``event: secret:update`` / ``data: {environment, secretPath, projectId, secretKey}``
+  seen in another consumer.
 
-Payload items are ``{secretId?, secretKey?, secretPath, environment}``; the import-mutation payload
-is an object or an array. Unknown events, unknown fields and unparseable data are ignored (logged at
-debug, without the data). ``event: error`` raises ``errors.StreamError``.
+Payload items carry ``environment`` and ``secretPath`` and a key as ``secretKey`` (string),
+``secretKeys`` (string or list) or not at all; the import-mutation payload is an object or an array.
+
+A data message that is not understood is NOT a heartbeat: dropping it is how a change gets lost
+when a server speaks a shape we have not seen. It becomes a ``SecretEvent`` of type
+``UNKNOWN_CHANGE`` with no items, which the stream manager turns into a (rate-limited) nudge of every
+scope the stream serves. Only messages that are understood as "no change" are ignored: pings,
+comments, read audit events (``get-secrets``) and events of another project type.
+``event: error`` raises ``errors.StreamError``.
 """
 
 from __future__ import annotations
@@ -36,6 +50,25 @@ SECRET_UPDATE = "secret:update"
 SECRET_DELETE = "secret:delete"
 SECRET_IMPORT_MUTATION = "secret:import-mutation"
 EVENT_TYPES = frozenset({SECRET_CREATE, SECRET_UPDATE, SECRET_DELETE, SECRET_IMPORT_MUTATION})
+UNKNOWN_CHANGE = "unknown"
+"""The type of a message that was not understood: a change somewhere in what the stream serves."""
+
+# The oldest generation names events after its audit log. Reads ("get-secrets") change nothing.
+_AUDIT_NAMES = {
+    "create-secret": SECRET_CREATE,
+    "create-secrets": SECRET_CREATE,
+    "update-secret": SECRET_UPDATE,
+    "update-secrets": SECRET_UPDATE,
+    "delete-secret": SECRET_DELETE,
+    "delete-secrets": SECRET_DELETE,
+}
+_READ_PREFIXES = ("get-", "read-")
+
+# The oldest generation registers ``{subject, action, conditions}``; middle and newest register
+# ``{event, conditions}``. Each server validates its own keys and strips the others (zod's default
+# for objects), so every item carries both forms and one body works on every generation.
+OLD_SUBJECT = "secrets"
+OLD_ACTION = "subscribe"
 
 # The only project type the API defines; others are "announced as coming later".
 PROJECT_TYPE = "secret-manager"
@@ -60,7 +93,7 @@ class EventRegistration:
             conditions["environmentSlug"] = self.environment_slug
         if self.secret_path is not None:
             conditions["secretPath"] = self.secret_path
-        wire: dict[str, Any] = {"event": self.event}
+        wire: dict[str, Any] = {"event": self.event, "subject": OLD_SUBJECT, "action": OLD_ACTION}
         if conditions:
             wire["conditions"] = conditions
         return wire
@@ -78,7 +111,8 @@ class EventItem:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SecretEvent:
-    """A change notification. Empty ``items`` means the service named no usable location."""
+    """A change notification. Empty ``items`` means the service named no usable location (or the
+    message was not understood, ``event_type == UNKNOWN_CHANGE``): a change of unknown scope."""
 
     event_type: str
     items: tuple[EventItem, ...] = ()
@@ -86,37 +120,63 @@ class SecretEvent:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """Bytes arrived (ping, comment, keep-alive, partial or ignored message): the stream is alive."""
+    """Bytes arrived (ping, comment, keep-alive, partial message, or one understood as no change):
+    the stream is alive."""
 
 
 StreamMessage = SecretEvent | Heartbeat
 
 
 def parse_message(event_name: str, data: str) -> SecretEvent | None:
-    """Turn one dispatched SSE message into a ``SecretEvent``; ``None`` for anything else."""
+    """Turn one dispatched SSE message into a ``SecretEvent``; ``None`` when it is understood as no
+    change (read audit event, another project type). Anything not understood is ``UNKNOWN_CHANGE``."""
     try:
         body = json.loads(data)
     except ValueError:
-        logger.debug("ignoring SSE message %r: data is not JSON", event_name)
-        return None
+        return _unknown(event_name, "data is not JSON")
     if not isinstance(body, dict):
-        logger.debug("ignoring SSE message %r: data is not an object", event_name)
-        return None
+        return _unknown(event_name, "data is not an object")
     project_type = body.get("projectType", body.get("type"))
-    if project_type is not None and project_type != PROJECT_TYPE:
+    if isinstance(project_type, str) and project_type != PROJECT_TYPE:
         logger.debug("ignoring SSE message %r: project type %r", event_name, project_type)
         return None
     inner = body.get("data")
-    if not isinstance(inner, dict):
-        logger.debug("ignoring SSE message %r: no data object", event_name)
+    if isinstance(inner, dict):
+        named = inner.get("eventType", inner.get("event", inner.get("event_type")))
+        payload = inner.get("payload")
+    elif "environment" in body or "secretPath" in body:
+        named, payload = None, body  # the flat shape: the location at the top level
+    else:
+        return _unknown(event_name, "no data object")
+    kind = _kind(named) if named is not None else None
+    if kind is None:
+        kind = _kind(event_name)
+    if kind == _READ:
         return None
-    event_type = inner.get("eventType", inner.get("event"))
-    if event_type not in EVENT_TYPES and event_name in EVENT_TYPES:
-        event_type = event_name
-    if event_type not in EVENT_TYPES:
-        logger.debug("ignoring SSE message %r: unknown event type", event_name)
+    if kind is None:
+        return _unknown(event_name, "unknown event type")
+    return SecretEvent(event_type=kind, items=_parse_items(payload))
+
+
+_READ = "read"
+
+
+def _kind(name: object) -> str | None:
+    """Our event type for a server's event name, ``_READ`` for a read audit event, else None."""
+    if not isinstance(name, str):
         return None
-    return SecretEvent(event_type=event_type, items=_parse_items(inner.get("payload")))
+    if name in EVENT_TYPES:
+        return name
+    if name in _AUDIT_NAMES:
+        return _AUDIT_NAMES[name]
+    if name.startswith(_READ_PREFIXES):
+        return _READ
+    return None
+
+
+def _unknown(event_name: str, why: str) -> SecretEvent:
+    logger.debug("SSE message %r not understood (%s): treated as a change of unknown scope", event_name, why)
+    return SecretEvent(event_type=UNKNOWN_CHANGE)
 
 
 def _parse_items(payload: object) -> tuple[EventItem, ...]:
@@ -128,16 +188,29 @@ def _parse_items(payload: object) -> tuple[EventItem, ...]:
         environment, path = entry.get("environment"), entry.get("secretPath")
         if not isinstance(environment, str) or not isinstance(path, str):
             continue
-        key, secret_id = entry.get("secretKey"), entry.get("secretId")
-        items.append(
-            EventItem(
-                environment=environment,
-                secret_path=path,
-                secret_key=key if isinstance(key, str) else None,
-                secret_id=secret_id if isinstance(secret_id, str) else None,
+        secret_id = entry.get("secretId")
+        for key in _keys(entry):
+            items.append(
+                EventItem(
+                    environment=environment,
+                    secret_path=path,
+                    secret_key=key,
+                    secret_id=secret_id if isinstance(secret_id, str) else None,
+                )
             )
-        )
     return tuple(items)
+
+
+def _keys(entry: dict[str, Any]) -> list[str | None]:
+    """``secretKey`` (string) or ``secretKeys`` (string or list); ``[None]`` when neither."""
+    keys: list[str | None] = []
+    for field in ("secretKey", "secretKeys"):
+        value = entry.get(field)
+        if isinstance(value, str):
+            keys.append(value)
+        elif isinstance(value, list):
+            keys.extend(k for k in value if isinstance(k, str))
+    return list(dict.fromkeys(keys)) or [None]
 
 
 def stream_error(data: str) -> errors.StreamError:
@@ -212,6 +285,8 @@ class SSEParser:
             return Heartbeat()
         if event == "error":
             raise stream_error(data)
+        if not data.strip():
+            return Heartbeat()  # an event with no data names nothing that changed
         parsed = parse_message(event, data)
         return parsed if parsed is not None else Heartbeat()
 

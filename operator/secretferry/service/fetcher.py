@@ -7,6 +7,7 @@ one operator pod is one IP, so calls are budgeted per scope, not per resource:
 - freshness: ``fetch(..., not_older_than=t)`` returns the cached result when its call was sent at
   or after ``t`` (so a resync cycle costs one list per scope);
 - conditional GET: the last ETag is sent as ``If-None-Match``; a 304 returns the cached list;
+- the list route per host (``listroutes``): v4, or v3 raw on a server shown to have no v4 list;
 - per-scope backoff (full jitter, ``retry-after`` honoured): while it runs, ``fetch`` raises the last
   error without calling; ``next_attempt_at(scope)`` tells the scheduler when to come back.
 
@@ -26,7 +27,7 @@ import random
 import time
 from collections.abc import Callable
 
-from secretferry.service import auth, backoff, errors, models, scopes
+from secretferry.service import auth, backoff, errors, listroutes, models, scopes
 
 logger = logging.getLogger(__name__)
 
@@ -68,14 +69,20 @@ class ScopeFetcher:
         clock: Callable[[], float] = time.monotonic,
         backoff_initial: float = 1.0,
         backoff_max: float = 300.0,
-        on_call: Callable[[scopes.Scope, str], None] | None = None,
+        on_call: Callable[[scopes.Scope, str, str], None] | None = None,
         rng: random.Random | None = None,
+        routes: listroutes.ListRoutes | None = None,
     ) -> None:
+        """``on_call(scope, outcome, endpoint)`` after every list call: ``outcome`` is ``changed``,
+        ``unchanged``, ``not_modified`` or the error's class name, ``endpoint`` the route that
+        answered (``GET /api/v4/secrets`` or ``GET /api/v3/secrets/raw``). ``routes`` is shared
+        by every scope: which list route each host has is learned once."""
         self._rng = rng
         self._clock = clock
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._on_call = on_call
+        self.routes = routes if routes is not None else listroutes.ListRoutes()
         self._entries: dict[scopes.Scope, _Entry] = {}
         # Metrics (the lead's collector reads these).
         self.calls = 0
@@ -175,9 +182,9 @@ class ScopeFetcher:
         query = scope.to_query()
         self.calls += 1
         try:
-            answer = await session.call(lambda client: client.list_secrets(query, etag=etag))
+            answer = await session.call(lambda client: self.routes.list(client, query, etag=etag))
         except errors.ServiceError as exc:
-            self._failed(scope, entry, exc)
+            self._failed(scope, entry, exc, endpoint=self._endpoint(session))
             raise
         finally:
             entry.flight = None
@@ -185,7 +192,7 @@ class ScopeFetcher:
         entry.last_error = None
         if isinstance(answer, models.NotModified):
             if previous is None:  # we only send an ETag when we hold its list
-                raise errors.ProtocolError("GET /api/v4/secrets: 304 without a cached list")
+                raise errors.ProtocolError(f"{self._endpoint(session)}: 304 without a cached list")
             self.not_modified += 1
             result = FetchResult(previous.secret_list, fetched_at=started, changed=False, etag=answer.etag)
             outcome = "not_modified"
@@ -194,22 +201,25 @@ class ScopeFetcher:
             result = FetchResult(answer, fetched_at=started, changed=changed, etag=answer.etag)
             outcome = "changed" if changed else "unchanged"
         entry.result = result
-        self._notify(scope, outcome)
+        self._notify(scope, outcome, self._endpoint(session))
         return result
 
-    def _failed(self, scope: scopes.Scope, entry: _Entry, exc: errors.ServiceError) -> None:
+    def _endpoint(self, session: auth.AuthSession) -> str:
+        return f"GET {self.routes.path_for(session.api_root)}"
+
+    def _failed(self, scope: scopes.Scope, entry: _Entry, exc: errors.ServiceError, *, endpoint: str) -> None:
         name = type(exc).__name__
         self.failures[name] += 1
         entry.last_error = exc
         delay = entry.backoff.next_delay(exc.retry_after if isinstance(exc, errors.Unavailable) else None)
         logger.warning("listing %s failed: %s; retry in %.1f s", scope.describe(), exc, delay)
-        self._notify(scope, name)
+        self._notify(scope, name, endpoint)
 
-    def _notify(self, scope: scopes.Scope, outcome: str) -> None:
+    def _notify(self, scope: scopes.Scope, outcome: str, endpoint: str) -> None:
         if self._on_call is None:
             return
         try:
-            self._on_call(scope, outcome)
+            self._on_call(scope, outcome, endpoint)
         except Exception:
             logger.exception("on_call hook failed")
 

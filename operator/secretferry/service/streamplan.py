@@ -1,10 +1,23 @@
 """Which event streams to open for one (identity, project), and which scopes an event nudges (pure).
 
 The service's limits shape everything here (service-contract.md): a stream carries 1 to 10
-``register`` items, each item is ONE event kind with an (environment, path glob) condition, and at
-most 5 streams may be open per (project, identity). One scope filter therefore costs one item per
-event kind (4 with imports, 3 without: ``secret:import-mutation`` is registered only for filters
-that serve a scope with ``include_imports``).
+``register`` items, each item is ONE event kind with an (environment, path) condition, and at
+most 5 streams may be open per (project, identity).
+
+Servers disagree on what the path condition means. The old and middle generations match it as a
+glob (``"/p/**"`` = the subtree, ``"/p"`` = that folder only); the newest tests
+``secretPath.startswith(condition)``, so ``"/p/**"`` matches nothing there and ``"/p"`` matches the
+subtree (and siblings such as ``"/pq"``). We cannot tell the generation before the first event, so a
+filter registers the patterns that serve it on both: an exact folder ``"/p"`` (a glob match, and a
+superset under ``startswith``); a subtree both ``"/p/**"`` (globs) and ``"/p"`` (``startswith``) —
+on each server one of the two is a subset of the other, so nothing arrives twice. A filter
+therefore costs one item per event kind and pattern: 3 or 4 for a folder (``secret:import-mutation``
+only for filters that serve a scope with ``include_imports``), 6 or 8 for a subtree. Over-delivery
+(siblings, merged filters) is filtered out client-side by ``route``; it costs bytes, never nudges.
+
+The alternative Infisical's own clients use (one registration per environment, no path condition,
+filtered client-side) is what step 2 below falls back to for an environment; it costs the same 8
+items per environment and delivers every change in it. ``bench/bench_streams.py`` prints both.
 
 Planning, deterministic so that an unchanged set of scopes gives an unchanged plan:
 
@@ -12,8 +25,8 @@ Planning, deterministic so that an unchanged set of scopes gives an unchanged pl
    filters inside another recursive filter are dropped;
 2. the fewest streams that can serve the scopes is found by merging each environment down to one
    filter (the longest common path prefix + ``/**``); environments never merge. If even that needs
-   more than ``max_streams`` streams, the environments with the most scopes are kept and the scopes
-   of the others are ``uncovered`` (they poll);
+   more than ``max_streams`` streams, the environments with the most scopes get ``max_streams - 1``
+   streams and the last is a project-wide catch-all (no condition) for the others;
 3. with that number of streams fixed, filters are merged only as far as needed to fit, deepest
    common prefix first, so that as little as possible is over-delivered.
 
@@ -56,10 +69,18 @@ class Filter:
 
     @property
     def pattern(self) -> str:
+        """The glob form: ``"/p"`` or ``"/p/**"``."""
         path = "/" + "/".join(self.parts)
         if not self.recursive:
             return path
         return "/**" if not self.parts else path + "/**"
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        """What to register so that glob and ``startswith`` servers both deliver (module docstring)."""
+        if not self.recursive:
+            return (self.pattern,)
+        return (self.pattern, "/" + "/".join(self.parts))
 
     def contains(self, other: Filter) -> bool:
         if self.environment != other.environment:
@@ -91,15 +112,15 @@ def plan_registrations(
 ) -> Plan:
     """Plan the streams of ONE (identity, project); see the module docstring."""
     kinds = tuple(dict.fromkeys(events))
-    if not kinds or len(kinds) > max_registrations:
-        raise ValueError("need 1 to max_registrations event kinds")
+    if not kinds or 2 * len(kinds) > max_registrations:
+        raise ValueError("need 1 to max_registrations / 2 event kinds (a subtree costs two per kind)")
 
-    def cost(imports: bool) -> int:
-        return len(_kinds_for(kinds, imports))
+    def cost(flt: Filter, imports: bool) -> int:
+        return len(_kinds_for(kinds, imports)) * len(flt.patterns)
 
     base: dict[Filter, bool] = {}
     for scope in scope_set:
-        if cost(scope.include_imports) == 0:
+        if not _kinds_for(kinds, scope.include_imports):
             continue  # no subscribed kind can concern it
         flt = Filter.of(scope)
         base[flt] = base.get(flt, False) or scope.include_imports
@@ -110,15 +131,20 @@ def plan_registrations(
         by_env[flt.environment][flt] = imports
     scope_count = collections.Counter(scope.environment for scope in scope_set)
 
-    # The fewest streams possible: each environment merged to a single filter.
+    # The fewest streams possible: each environment merged to a single filter. When not every
+    # environment fits, the last stream is a project-wide catch-all for the others (step 2).
+    merged = {env: _merge_all(filters) for env, filters in by_env.items()}
+    everything: dict[Filter, bool] = {flt: i for env in merged for flt, i in merged[env].items()}
+    all_fit = _pack(everything, cost, max_registrations, max_streams) is not None
+    env_streams = max_streams if all_fit else max(0, max_streams - 1)
     chosen: dict[Filter, bool] = {}
     for env in sorted(by_env, key=lambda env: (-scope_count[env], env)):
         trial = dict(chosen)
-        trial.update(_merge_all(by_env[env]))
-        if _pack(trial, cost, max_registrations, max_streams) is not None:
+        trial.update(merged[env])
+        if _pack(trial, cost, max_registrations, env_streams) is not None:
             chosen = trial
     covered_envs = {flt.environment for flt in chosen}
-    bins = _pack(chosen, cost, max_registrations, max_streams)
+    bins = _pack(chosen, cost, max_registrations, env_streams)
     stream_count = len(bins) if bins else 0
 
     # As precise as that number of streams allows.
@@ -130,10 +156,9 @@ def plan_registrations(
 
     streams = [
         [
-            stream_events.EventRegistration(
-                event=kind, environment_slug=flt.environment, secret_path=flt.pattern
-            )
+            stream_events.EventRegistration(event=kind, environment_slug=flt.environment, secret_path=pattern)
             for flt in group
+            for pattern in flt.patterns
             for kind in _kinds_for(kinds, filters[flt])
         ]
         for group in packed
@@ -142,11 +167,21 @@ def plan_registrations(
     covered: dict[scopes.Scope, int] = {}
     uncovered: set[scopes.Scope] = set()
     for scope in scope_set:
-        index = _owner_of(Filter.of(scope), owner) if cost(scope.include_imports) else None
+        index = _owner_of(Filter.of(scope), owner) if _kinds_for(kinds, scope.include_imports) else None
         if index is None:
             uncovered.add(scope)
         else:
             covered[scope] = index
+    if uncovered and not all_fit and max_streams > 0:
+        # Catch-all: one item per kind with no condition — every change in the project, filtered
+        # client-side. Needs the Secret Events permission project-wide (else the service answers
+        # 403 and these scopes poll), and the oldest servers require conditions (422, they poll).
+        imports = any(scope.include_imports for scope in uncovered)
+        streams.append([stream_events.EventRegistration(event=kind) for kind in _kinds_for(kinds, imports)])
+        packed.append([])
+        for scope in uncovered:
+            covered[scope] = len(streams) - 1
+        uncovered = set()
     return Plan(streams=streams, covered=covered, uncovered=uncovered, filters=packed)
 
 
@@ -243,15 +278,15 @@ def _merge_deepest(filters: dict[Filter, bool]) -> dict[Filter, bool]:
 
 def _pack(
     filters: dict[Filter, bool],
-    cost: Callable[[bool], int],
+    cost: Callable[[Filter, bool], int],
     capacity: int,
     max_bins: int,
 ) -> list[list[Filter]] | None:
     """First-fit decreasing into at most ``max_bins`` streams; ``None`` when it does not fit."""
     bins: list[list[Filter]] = []
     room: list[int] = []
-    for flt in sorted(filters, key=lambda flt: (-cost(filters[flt]), flt)):
-        need = cost(filters[flt])
+    for flt in sorted(filters, key=lambda flt: (-cost(flt, filters[flt]), flt)):
+        need = cost(flt, filters[flt])
         for index, free in enumerate(room):
             if free >= need:
                 bins[index].append(flt)

@@ -9,9 +9,14 @@ error class, how long to wait before the next connection:
   replayed, so whatever changed while no stream was open is only seen by a fresh list;
 - ANY message (heartbeats included) feeds the watchdog; ``watchdog_heartbeats`` silent heartbeat
   periods → the connection is dropped and replaced;
-- events are routed to scopes (merged filters over-deliver); the first one is passed on at once as
-  ``on_resync(scopes, "event")``, and what arrives in the next ``debounce_seconds`` is coalesced
-  into one more (a lone change never waits; a burst costs two nudges, not one per event);
+- events are routed to the scopes the stream serves (merged filters over-deliver); the first one is
+  passed on at once as ``on_resync(scopes, "event")``, and what arrives in the next
+  ``debounce_seconds`` is coalesced into one more (a lone change never waits; a burst costs two
+  nudges, not one per event);
+- a message that names no usable location (not understood, or no payload) is a change of unknown
+  scope: every scope of the stream is nudged as ``on_resync(scopes, "unknown")``, at once for the
+  first and then at most once per ``unknown_nudge_seconds`` (a server that speaks a shape we do not
+  know costs one conditional list per scope per interval, and never loses a change);
 - ``AuthenticationError`` / ``StreamError``: the opener re-logs in (``AuthSession.subscribe`` drops
   the token); the first one reconnects at once, repeated ones back off (no tight login loop);
 - ``PlanNotSupported`` / ``PermissionDenied`` (and other refusals that retrying cannot fix): the
@@ -44,6 +49,7 @@ STREAMING = "Streaming"
 POLLING = "Polling"
 RESYNC_RECONNECT = "reconnect"
 RESYNC_EVENT = "event"
+RESYNC_UNKNOWN = "unknown"
 
 OpenStream = Callable[
     [str, str, Sequence[events.EventRegistration]],
@@ -60,6 +66,7 @@ class StreamStats:
     connects: int = 0
     reconnects: int = 0
     heartbeats: int = 0
+    unknown_scope_events: int = 0
     watchdog_timeouts: int = 0
     resyncs_after_reconnect: int = 0
     events: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
@@ -84,6 +91,9 @@ class _Stream:
     task: asyncio.Task[None] | None = None
     flush_task: asyncio.Task[None] | None = None
     pending: set[scopes.Scope] = dataclasses.field(default_factory=set)
+    unknown_task: asyncio.Task[None] | None = None
+    unknown_pending: bool = False
+    last_unknown_nudge: float | None = None
     waiting_for_host: bool = False
     """Waiting to reconnect after the host did not answer (see ``StreamManager.retry_now``)."""
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
@@ -108,6 +118,7 @@ class StreamManager:
         heartbeat_seconds: float = 15.0,
         watchdog_heartbeats: float = 3.0,
         debounce_seconds: float = 0.05,
+        unknown_nudge_seconds: float = 5.0,
         backoff_initial: float = 1.0,
         backoff_max: float = 300.0,
         retry_after_refusal_seconds: float = 3600.0,
@@ -121,6 +132,7 @@ class StreamManager:
         self._on_mode = on_mode
         self._watchdog_seconds = heartbeat_seconds * watchdog_heartbeats
         self._debounce = debounce_seconds
+        self._unknown_interval = unknown_nudge_seconds
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._retry_after_refusal = retry_after_refusal_seconds
@@ -219,7 +231,7 @@ class StreamManager:
             self._groups.clear()
 
     async def _stop(self, stream: _Stream) -> None:
-        for task in (stream.task, stream.flush_task):
+        for task in (stream.task, stream.flush_task, stream.unknown_task):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -361,7 +373,10 @@ class StreamManager:
 
     def _on_event(self, stream: _Stream, event: events.SecretEvent) -> None:
         self.stats.events[event.event_type] += 1
-        affected = streamplan.route(event, stream.group.scopes)
+        if not event.items:
+            self._unknown_scope(stream)
+            return
+        affected = streamplan.route(event, stream.members)
         if not affected:
             return
         stream.pending |= affected
@@ -377,6 +392,24 @@ class StreamManager:
             batch, stream.pending = stream.pending, set()
             await self._resync(batch, RESYNC_EVENT)
             await asyncio.sleep(self._debounce)
+
+    def _unknown_scope(self, stream: _Stream) -> None:
+        self.stats.unknown_scope_events += 1
+        stream.unknown_pending = True
+        if stream.unknown_task is None or stream.unknown_task.done():
+            stream.unknown_task = asyncio.create_task(self._flush_unknown(stream))
+
+    async def _flush_unknown(self, stream: _Stream) -> None:
+        """Nudge every scope of the stream: at once, then at most once per interval."""
+        loop = asyncio.get_running_loop()
+        while stream.unknown_pending:
+            if stream.last_unknown_nudge is not None:
+                wait = stream.last_unknown_nudge + self._unknown_interval - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            stream.unknown_pending = False
+            stream.last_unknown_nudge = loop.time()
+            await self._resync(set(stream.members), RESYNC_UNKNOWN)
 
     async def _resync(self, scope_set: set[scopes.Scope], reason: str) -> None:
         if not scope_set:

@@ -18,6 +18,7 @@ SLUG_MAX_LENGTH = 60
 
 # service-api.md, event subscription: ``register`` carries 1 to 10 items.
 MAX_EVENT_REGISTRATIONS = 10
+MAX_METADATA_FILTERS = 10
 
 # "a number followed by a unit letter, examples 1m, 1h, 1d"; the full grammar is not shown, so we
 # accept the units the real service's duration parser (``ms``) understands in that short form.
@@ -72,10 +73,18 @@ def timestamp(value: datetime.datetime, *, field: str) -> str:
 
 
 def metadata_filter_pair(key: str, value: str, *, field: str = "metadataFilter") -> None:
-    """Refuse pairs that the ``key=..,value=..|..`` format cannot carry unambiguously."""
+    """Refuse pairs that the ``key=..,value=..|..`` format cannot carry unambiguously: the service
+    splits on the separators and trims, and silently DROPS a pair with an empty key or value, which
+    would widen the listing to every secret."""
     non_empty(key, field=field)
+    non_empty(value, field=field)
     for part in (key, value):
         if any(sep in part for sep in _METADATA_FILTER_SEPARATORS):
             raise errors.ValidationError(
                 f"{field} keys and values must not contain '|', ',' or '='", field=field
+            )
+        if part != part.strip():
+            raise errors.ValidationError(
+                f"{field} keys and values must not start or end with whitespace (the service trims them)",
+                field=field,
             )

@@ -1,8 +1,10 @@
 """Pure translation between our calls and the service's wire format (no I/O, table-tested).
 
 - ``api_root``: where the API lives for a configured host.
-- ``list_secrets_params``: the query of ``GET /api/v4/secrets``.
-- ``error_for``: status code + error body → the ``errors`` class that callers branch on.
+- ``list_secrets_params`` / ``list_secrets_v3_params``: the query of ``GET /api/v4/secrets`` and
+  of ``GET /api/v3/secrets/raw`` (servers older than v4).
+- ``error_for``: status code + error body → the ``errors`` class that callers branch on;
+  ``route_missing`` tells a 404 for a missing endpoint from a 404 for missing data.
 - ``service_said``: the service's own words, marked as such, for messages that reach status.
 """
 
@@ -16,6 +18,10 @@ from typing import Any
 
 from secretferry.service import errors, models, validation
 
+# The list endpoints: v4, and v3 "raw" on self-hosted servers older than v4 (service-contract.md).
+LIST_PATH_V4 = "/api/v4/secrets"
+LIST_PATH_V3 = "/api/v3/secrets/raw"
+
 # Text the service wrote reaches status conditions and Events: a status message must stay
 # readable, and a hostile service must not fill it with text that reads as ours.
 _MAX_SERVICE_TEXT_LENGTH = 200
@@ -24,6 +30,12 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 # service-contract.md: an expired token is answered 401, or 403 with this error name.
 _TOKEN_ERROR = "TokenError"
+# service-contract.md, "Errors": the service's own 404 (a project, folder or secret that does not
+# exist) names its error class; a route the server does not have is answered by the web framework
+# (Fastify) with the reason phrase and "Route GET:/api/v4/secrets?… not found", and no reqId.
+_SERVICE_NOT_FOUND = "NotFound"
+_FRAMEWORK_NOT_FOUND = "Not Found"
+_MISSING_ROUTE_MESSAGE = re.compile(r"Route [A-Z]+:.+ not found")
 
 
 def api_root(base_url: str) -> str:
@@ -48,9 +60,7 @@ def boolean(value: bool) -> str:
 
 def list_secrets_params(query: models.ListSecretsQuery) -> list[tuple[str, str]]:
     """Every boolean explicit: the real service's defaults differ from the documented ones."""
-    validation.non_empty(query.project_id, field="projectId")
-    validation.non_empty(query.environment, field="environment")
-    validation.non_empty(query.secret_path, field="secretPath")
+    _check_location(query)
     params = [
         ("projectId", query.project_id),
         ("environment", query.environment),
@@ -63,6 +73,43 @@ def list_secrets_params(query: models.ListSecretsQuery) -> list[tuple[str, str]]
         ("includeImports", boolean(query.include_imports)),
         ("include_imports", boolean(query.include_imports)),
     ]
+    return params + _filters(query)
+
+
+def list_secrets_v3_params(query: models.ListSecretsQuery) -> list[tuple[str, str]]:
+    """The same selection for ``GET /api/v3/secrets/raw`` (servers without the v4 list).
+
+    v3 names the project ``workspaceId`` and knows the imports flag only as ``include_imports``;
+    its booleans default to false like v4's, so every one is sent. It has no personal-overrides
+    flag: asking for them is refused rather than silently answered without them.
+    """
+    _check_location(query)
+    if query.include_personal_overrides:
+        raise errors.ValidationError(
+            "the v3 list (GET /api/v3/secrets/raw) cannot include personal overrides",
+            field="includePersonalOverrides",
+        )
+    params = [
+        ("workspaceId", query.project_id),
+        ("environment", query.environment),
+        ("secretPath", query.secret_path),
+        ("viewSecretValue", boolean(query.view_secret_value)),
+        ("expandSecretReferences", boolean(query.expand_secret_references)),
+        ("recursive", boolean(query.recursive)),
+        ("include_imports", boolean(query.include_imports)),
+    ]
+    return params + _filters(query)
+
+
+def _check_location(query: models.ListSecretsQuery) -> None:
+    validation.non_empty(query.project_id, field="projectId")
+    validation.non_empty(query.environment, field="environment")
+    validation.non_empty(query.secret_path, field="secretPath")
+
+
+def _filters(query: models.ListSecretsQuery) -> list[tuple[str, str]]:
+    """``tagSlugs`` and ``metadataFilter``: the same names and syntax on v3 and v4."""
+    params: list[tuple[str, str]] = []
     if query.tag_slugs:
         for tag in query.tag_slugs:
             validation.non_empty(tag, field="tagSlugs")
@@ -70,6 +117,12 @@ def list_secrets_params(query: models.ListSecretsQuery) -> list[tuple[str, str]]
                 raise errors.ValidationError("tagSlugs entries must not contain ','", field="tagSlugs")
         params.append(("tagSlugs", ",".join(query.tag_slugs)))
     if query.metadata_filter:
+        if len(query.metadata_filter) > validation.MAX_METADATA_FILTERS:
+            raise errors.ValidationError(
+                f"metadataFilter takes at most {validation.MAX_METADATA_FILTERS} pairs "
+                "(the service answers 422)",
+                field="metadataFilter",
+            )
         for key, value in query.metadata_filter:
             validation.metadata_filter_pair(key, value)
         params.append(
@@ -134,6 +187,20 @@ def _message(body: dict[str, Any]) -> str:
     return raw or ""
 
 
+def route_missing(body: dict[str, Any]) -> bool:
+    """Whether a 404 body says the ROUTE is missing (the server has no such endpoint), not data.
+
+    Only a positive sign counts: an empty or foreign body (a proxy's page) is a plain ``NotFound``,
+    because a host wrongly taken for one without the endpoint would be switched for good.
+    """
+    error = body.get("error")
+    if error == _SERVICE_NOT_FOUND:
+        return False
+    message = body.get("message")
+    said_route = isinstance(message, str) and _MISSING_ROUTE_MESSAGE.fullmatch(message) is not None
+    return said_route or error == _FRAMEWORK_NOT_FOUND
+
+
 def error_for(
     status_code: int,
     body: dict[str, Any],
@@ -158,7 +225,8 @@ def error_for(
             return errors.AuthenticationError(message, **common)
         return errors.PermissionDenied(message, details=body.get("details"), **common)
     if status_code == 404:
-        return errors.NotFound(message, **common)
+        not_found = errors.RouteNotFound if route_missing(body) else errors.NotFound
+        return not_found(message, **common)
     if status_code == 409:
         return errors.Conflict(message, **common)
     if status_code == 400 and subscribe and "plan" in text.lower():

@@ -82,7 +82,7 @@ async def test_v1_privilege_lifecycle(server: DevServer) -> None:
             temporary_access_start_time=START,
             permissions=[
                 PermissionSent(
-                    action=["read"],
+                    action="read",  # v1 items take one action (real ProjectPermissionSchema)
                     subject="secrets",
                     conditions=PermissionConditions(
                         environment="prod", secret_path=GlobPattern(glob="/y/**")
@@ -124,7 +124,11 @@ async def test_v1_create_with_deprecated_permissions_and_errors(server: DevServe
         ]
         with pytest.raises(errors.ValidationError) as duplicate:
             await service.create_identity_privilege_temporary(
-                **ADDRESS, slug="deprecated-form", temporary_range="1h", temporary_access_start_time=START
+                **ADDRESS,
+                slug="deprecated-form",
+                temporary_range="1h",
+                temporary_access_start_time=START,
+                privilege_permission=READ_DEV_X,
             )
         assert duplicate.value.status_code == 400
         with pytest.raises(errors.NotFound):
@@ -192,7 +196,9 @@ async def test_v2_update_and_delete(server: DevServer) -> None:
         with pytest.raises(errors.NotFound):
             await service.delete_identity_privilege_v2(created.id)
         with pytest.raises(errors.NotFound):
-            await service.update_identity_privilege_v2(created.id, slug="gone", permissions=[], type={})
+            await service.update_identity_privilege_v2(
+                created.id, slug="gone", permissions=[], type={"isTemporary": False}
+            )
 
 
 # --- auth methods, memberships, dynamic secrets, projects --------------------------------------------
@@ -384,7 +390,11 @@ async def test_client_side_limits_send_nothing(server: DevServer) -> None:
 async def test_slug_of_60_is_accepted(server: DevServer) -> None:
     async with client(server) as service:
         created = await service.create_identity_privilege_temporary(
-            **ADDRESS, slug="s" * 60, temporary_range="1h", temporary_access_start_time=START
+            **ADDRESS,
+            slug="s" * 60,
+            temporary_range="1h",
+            temporary_access_start_time=START,
+            privilege_permission=READ_DEV_X,
         )
         assert created.slug == "s" * 60
         await service.delete_identity_privilege(privilege_slug="s" * 60, **ADDRESS)
@@ -429,7 +439,7 @@ def _issue_paths(response: httpx.Response) -> list[list[str]]:
         (
             "PATCH",
             "/api/v2/identity-project-additional-privilege/some-id",
-            {"json": {"slug": "s" * 61, "permissions": [], "type": {}}},
+            {"json": {"slug": "s" * 61, "permissions": [], "type": {"isTemporary": False}}},
             "slug",
         ),
         (
@@ -485,6 +495,7 @@ def test_server_enforces_limits(
 
 
 def test_server_refuses_bad_temporary_range(server: DevServer) -> None:
+    """zod's refine ``ms(val) > 0`` fails: 422 (service-contract.md, "Strictness")."""
     response = _raw(
         server,
         "POST",
@@ -498,5 +509,6 @@ def test_server_refuses_bad_temporary_range(server: DevServer) -> None:
             "temporaryAccessStartTime": "2030-01-01T00:00:00Z",
         },
     )
-    assert response.status_code == 400, response.text
-    assert isinstance(wire.error_for(400, response.json(), endpoint="POST temporary"), errors.ValidationError)
+    assert response.status_code == 422, response.text
+    assert _issue_paths(response) == [["temporaryRange"]]
+    assert isinstance(wire.error_for(422, response.json(), endpoint="POST temporary"), errors.ValidationError)

@@ -52,6 +52,11 @@ async def test_restart_keeps_secrets_tokens_and_privileges(tmp_path_factory: pyt
                 slug="kept",
                 temporary_range="1h",
                 temporary_access_start_time=start,
+                privilege_permission={
+                    "actions": ["read"],
+                    "subject": "secrets",
+                    "conditions": {"environment": "prod"},
+                },
             )
         before = await _snapshot(server, login.access_token)
         assert before[("/kept", "AFTER_RESTART")] == "v"

@@ -1,5 +1,5 @@
-"""Stream variants that need a dev server of their own (issue 5): the real server's envelope
-shape with legacy bare-1 heartbeats, and a plan without event subscriptions.
+"""Stream variants that need a dev server of their own: a plan without event subscriptions. (Every
+generation of the real event stream runs the whole streaming suite: test_operator_streams.py.)
 
 Kept apart from test_operator_streams.py on purpose: each test runs its own operator, and no other
 operator may be reconciling the same objects at the same time (they would fight over status).
@@ -28,50 +28,6 @@ def _metric(text: str, name: str) -> float:
 def _streaming(cp: ControlPlane, namespace: str, name: str = "app") -> bool:
     obj = harness.get(cp, "secretsync", name, namespace) or {}
     return (obj.get("status") or {}).get("updateMode") == "Streaming"
-
-
-@pytest.fixture(scope="module")
-def envelope_service(
-    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevServer]:
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
-        data_dir=tmp_path_factory.mktemp("devserver-envelope"),
-        extra_args=["--event-shape", "envelope", "--heartbeat-seconds", "1", "--legacy-heartbeat"],
-    ) as server:
-        harness.record_values(server)
-        yield server
-
-
-def test_the_real_servers_envelope_shape_drives_resyncs(
-    control_plane: ControlPlane,
-    crds: None,
-    envelope_service: DevServer,
-    namespace: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    op = harness.start_operator(
-        control_plane, envelope_service, tmp_path_factory.mktemp("op-envelope") / "operator.log"
-    )
-    try:
-        path = f"/{namespace}"
-        envelope_service.set_secret(PROJECT_ID, "dev", path, "K", "envelope-value-1")
-        harness.kubernetes_identity(control_plane, namespace)
-        harness.secret_sync(control_plane, namespace, "app", sources=[source(path)], refreshInterval=HOURS)
-        eventually(
-            lambda: secret_data(control_plane, namespace, "app") == {"K": "envelope-value-1"}, what="sync"
-        )
-        eventually(lambda: _streaming(control_plane, namespace), what="updateMode Streaming")
-        envelope_service.set_secret(PROJECT_ID, "dev", path, "K", "envelope-value-2")
-        eventually(
-            lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "envelope-value-2",
-            what="the change through the envelope-shaped event",
-            timeout=15,
-        )
-        assert _metric(op.metrics(), 'secretferry_stream_events_total{type="secret:update"}') >= 1
-    finally:
-        op.stop()
-    harness.assert_no_values_leaked(control_plane, op)
 
 
 @pytest.fixture(scope="module")

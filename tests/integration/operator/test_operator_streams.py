@@ -1,9 +1,16 @@
-"""Issue 5 acceptance: instant updates through one multiplexed stream per (identity, project),
-resync after every reconnect, the watchdog, polling fallback and token re-checks."""
+"""Instant updates through one multiplexed stream per (identity, project), resync after every
+reconnect, the watchdog, polling fallback and token re-checks — against every generation of the
+real service's event stream (the dev server speaks each one's exact bytes and path filter), and the
+seed's documented shape.
+
+The whole module runs once per generation: ``service`` is parametrized, and the ``operator`` fixture
+(conftest) follows it, so each generation gets a dev server and an operator of its own.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import harness
 import pytest
@@ -11,10 +18,35 @@ from harness import IDENTITY_ID, PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
-from secretferry.devserver.testing import DevServer
+from secretferry.devserver.testing import DevServer, run_dev_server
 
 pytestmark = pytest.mark.integration
 HOURS = "3h"  # refresh interval far beyond any test: only the stream (or a reconnect) can explain a sync
+GENERATIONS = ["documented", "old", "middle", "newest"]
+
+
+@pytest.fixture(scope="module", params=GENERATIONS)
+def service(
+    request: pytest.FixtureRequest,
+    control_plane: ControlPlane,
+    reviewer_token: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[DevServer]:
+    generation = request.param
+    with run_dev_server(
+        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
+        data_dir=tmp_path_factory.mktemp(f"devserver-{generation}"),
+        extra_args=[
+            "--heartbeat-seconds",
+            "1",
+            "--recheck-seconds",
+            "2",
+            "--event-generation",
+            generation,
+        ],
+    ) as server:
+        harness.record_values(server)
+        yield server
 
 
 def _metric(op: OperatorProcess, name: str) -> float:
@@ -53,6 +85,36 @@ def test_a_change_arrives_through_the_stream(
         interval=0.05,
     )
     assert time.monotonic() - started < 15  # against a 3 h refresh interval
+
+
+def test_a_change_deep_in_a_recursive_scope_arrives_through_the_stream(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    # The newest server filters by startswith, the others by glob: "/p/**" alone would get nothing
+    # from the newest, "/p" alone only the top folder from the others.
+    path = f"/{namespace}"
+    service.set_secret(PROJECT_ID, "dev", f"{path}/deep/er", "K", "deep-value-1")
+    harness.kubernetes_identity(control_plane, namespace)
+    harness.secret_sync(
+        control_plane, namespace, "app", sources=[source(path, recursive=True)], refreshInterval=HOURS
+    )
+    eventually(
+        lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "deep-value-1",
+        what="the first sync",
+    )
+    eventually(lambda: _streaming(control_plane, namespace), what="updateMode Streaming")
+    events_before = _metric(operator, "secretferry_stream_events_total")
+    unknown_before = _metric(operator, "secretferry_stream_unknown_scope_events_total")
+    service.set_secret(PROJECT_ID, "dev", f"{path}/deep/er", "K", "deep-value-2")
+    eventually(
+        lambda: (secret_data(control_plane, namespace, "app") or {}).get("K") == "deep-value-2",
+        what="the streamed change two folders down",
+        timeout=15,
+        interval=0.05,
+    )
+    assert _metric(operator, "secretferry_stream_events_total") > events_before
+    # Every generation is understood: no change of unknown scope was needed to get here.
+    assert _metric(operator, "secretferry_stream_unknown_scope_events_total") == unknown_before
 
 
 def test_changes_while_the_stream_was_down_arrive_after_reconnect(

@@ -1,4 +1,8 @@
-"""Event streams over real sockets: filtering, shapes, fan-out, refusals, heartbeats, re-checks, drops."""
+"""Event streams over real sockets: filtering, shapes, fan-out, refusals, heartbeats, re-checks, drops.
+
+Generation-specific bytes and filters are in test_generations.py / test_event_generations.py; these
+tests pin the generation whose shape they read (most use ``documented``, the glob dialect).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from conftest import live
 SUBSCRIBE = "/api/v1/events/subscribe/project-events"
 
 
-def reg(event: str | None = None, env: str = "dev", path: str = "/**") -> dict[str, Any]:
+def reg(event: str | None = "secret:update", env: str = "dev", path: str = "/**") -> dict[str, Any]:
+    """A register item; ``event=None`` leaves the kind out (only ``documented`` allows that)."""
     item: dict[str, Any] = {"conditions": {"environmentSlug": env, "secretPath": path}}
     if event:
         item["event"] = event
@@ -38,9 +43,7 @@ class Stream:
         event, data = "message", ""
         try:
             async for line in self.response.aiter_lines():
-                if line == "1":
-                    await self.frames.put(("legacy", "1"))
-                elif line.startswith("event:"):
+                if line.startswith("event:"):
                     event = line[6:].strip()
                 elif line.startswith("data:"):
                     data = line[5:].strip()
@@ -91,7 +94,8 @@ async def write(c: httpx.AsyncClient, key: str, value: str, *, env: str = "dev",
 
 
 async def test_only_matching_registrations_get_events(make_app: Callable[..., FastAPI]) -> None:
-    async with live(make_app()) as c, subscribe(c, [reg("secret:update", path="/app/**")]) as s:
+    app = make_app(event_generation="documented")
+    async with live(app) as c, subscribe(c, [reg("secret:update", path="/app/**")]) as s:
         await write(c, "B", "other")  # / is outside /app/**
         await write(c, "NEW", "x", path="/app")  # a create, not an update
         await write(c, "C", "changed", path="/app")
@@ -108,7 +112,8 @@ async def test_only_matching_registrations_get_events(make_app: Callable[..., Fa
 
 
 async def test_import_mutation_reaches_importing_path(make_app: Callable[..., FastAPI]) -> None:
-    async with live(make_app()) as c, subscribe(c, [reg("secret:import-mutation", path="/")]) as s:
+    app = make_app(event_generation="documented")
+    async with live(app) as c, subscribe(c, [reg("secret:import-mutation", path="/")]) as s:
         await write(c, "S1", "changed", env="prod", path="/shared")
         _, body = await s.next()
         assert body["data"] == {
@@ -117,12 +122,12 @@ async def test_import_mutation_reaches_importing_path(make_app: Callable[..., Fa
         }
 
 
-async def test_envelope_shape(make_app: Callable[..., FastAPI]) -> None:
-    async with live(make_app(event_shape="envelope")) as c, subscribe(c, [reg()]) as s:
+async def test_middle_generation_envelope_shape(make_app: Callable[..., FastAPI]) -> None:
+    async with live(make_app(event_generation="middle")) as c, subscribe(c, [reg()]) as s:
         await write(c, "A", "changed")
         event, body = await s.next()
         assert event == "secret-manager" and body["type"] == "secret-manager"
-        assert body["data"]["event"] == "secret:update" and body["data"]["specversion"]
+        assert body["data"]["event"] == "secret:update" and body["data"]["specversion"] == 1
         assert body["data"]["payload"][0]["secretKey"] == "A" and body["data"]["payload"][0]["secretId"]
 
 
@@ -141,20 +146,28 @@ async def test_refusals_plan_cap_permission(make_app: Callable[..., FastAPI]) ->
         assert r.status_code == 403 and r.json()["details"]
         r = await c.post(SUBSCRIBE, json={"projectId": PROJECT, "register": [reg()] * 11}, headers=ADMIN)
         assert r.status_code == 422
-    async with live(make_app()) as c, subscribe(c, [reg("secret:update", path="/app/**")], LIMITED) as s:
+    app = make_app(event_generation="documented")
+    async with live(app) as c, subscribe(c, [reg("secret:update", path="/app/**")], LIMITED) as s:
         await write(c, "C", "seen", path="/app")
         assert (await s.next())[1]["data"]["payload"][0]["secretKey"] == "C"
 
 
-async def test_heartbeats_and_legacy_heartbeats(make_app: Callable[..., FastAPI]) -> None:
+async def test_heartbeats_and_old_bare_1_heartbeats(make_app: Callable[..., FastAPI]) -> None:
     async with live(make_app(heartbeat_seconds=0.1)) as c, subscribe(c, [reg()]) as s:
         assert await s.next() == ("ping", None)
-    async with live(make_app(heartbeat_seconds=0.1, legacy_heartbeat=True)) as c, subscribe(c, [reg()]) as s:
-        assert (await s.next())[0] == "legacy"
+    old_item = {**reg(), "subject": "secrets", "action": "subscribe"}
+    async with (
+        live(make_app(heartbeat_seconds=0.1, event_generation="old")) as c,
+        c.stream("POST", SUBSCRIBE, json={"projectId": PROJECT, "register": [old_item]}, headers=ADMIN) as r,
+    ):
+        # The old keep-alive is one byte with no line end: read bytes, not lines.
+        assert r.status_code == 200
+        assert await asyncio.wait_for(anext(r.aiter_raw()), 3) == b"1"
 
 
 async def test_recheck_sends_error_and_closes_when_token_expires(make_app: Callable[..., FastAPI]) -> None:
-    async with live(make_app(recheck_seconds=0.2)) as c, subscribe(c, [reg()]) as s:
+    app = make_app(recheck_seconds=0.2, event_generation="middle")
+    async with live(app) as c, subscribe(c, [reg()]) as s:
         await c.post(f"/_admin/identities/{ADMIN_ID}/expire-tokens")
         event, body = await s.next()
         assert event == "error" and body["statusCode"] == 401
@@ -176,7 +189,8 @@ async def test_drop_streams_and_silent_fault(make_app: Callable[..., FastAPI]) -
 
 
 async def test_fan_out_to_200_streams(make_app: Callable[..., FastAPI]) -> None:
-    async with live(make_app(stream_cap=1000)) as c, contextlib.AsyncExitStack() as stack:
+    app = make_app(stream_cap=1000, event_generation="documented")
+    async with live(app) as c, contextlib.AsyncExitStack() as stack:
         streams = [await stack.enter_async_context(subscribe(c, [reg()])) for _ in range(200)]
         started = time.perf_counter()
         await write(c, "A", "fan-out")

@@ -12,7 +12,7 @@ def keys(body: dict[str, object]) -> list[tuple[str, str]]:
 
 
 async def test_flat_list_expands_references_and_has_paths(client: httpx.AsyncClient) -> None:
-    r = await client.get("/api/v4/secrets", params=params(), headers=VIEWER)
+    r = await client.get("/api/v4/secrets", params=params(expandSecretReferences="true"), headers=VIEWER)
     assert r.status_code == 200
     values = {s["secretKey"]: s["secretValue"] for s in r.json()["secrets"]}
     assert values == {"A": "a", "B": "ref-a"}
@@ -25,7 +25,8 @@ async def test_flat_list_expands_references_and_has_paths(client: httpx.AsyncCli
 
 
 async def test_recursive_lists_subfolders_with_paths(client: httpx.AsyncClient) -> None:
-    r = await client.get("/api/v4/secrets", params=params(recursive="true"), headers=VIEWER)
+    query = params(recursive="true", expandSecretReferences="true")
+    r = await client.get("/api/v4/secrets", params=query, headers=VIEWER)
     assert keys(r.json()) == [("/", "A"), ("/", "B"), ("/app", "C"), ("/app/deep", "D")]
     assert r.json()["secrets"][2]["secretValue"] == "s1"  # ${prod.shared.S1}
 
@@ -35,7 +36,7 @@ async def test_recursion_stops_at_depth_20(client: httpx.AsyncClient) -> None:
     for path in (deep, deep.rsplit("/", 1)[0]):
         r = await client.post(
             "/api/v4/secrets/K",
-            json={"projectId": PROJECT, "environment": "prod", "secretPath": path},
+            json={"projectId": PROJECT, "environment": "prod", "secretPath": path, "secretValue": "v"},
             headers=ADMIN,
         )
         assert r.status_code == 200, r.text
@@ -46,25 +47,24 @@ async def test_recursion_stops_at_depth_20(client: httpx.AsyncClient) -> None:
     assert paths == [deep.rsplit("/", 1)[0]]
 
 
-async def test_imports_in_position_order_and_both_spellings(client: httpx.AsyncClient) -> None:
-    r = await client.get("/api/v4/secrets", params=params(), headers=VIEWER)
+async def test_imports_in_position_order_only_when_asked(client: httpx.AsyncClient) -> None:
+    r = await client.get("/api/v4/secrets", params=params(include_imports="true"), headers=VIEWER)
     groups = r.json()["imports"]
     assert [(g["environment"], g["secretPath"]) for g in groups] == [("prod", "/shared"), ("prod", "/other")]
     assert groups[0]["secrets"][0]["secretKey"] == "S1" and "secretPath" not in groups[0]["secrets"][0]
-    for flag in ("includeImports", "include_imports"):
-        r = await client.get("/api/v4/secrets", params=params(**{flag: "false"}), headers=VIEWER)
-        assert "imports" not in r.json()
+    r = await client.get("/api/v4/secrets", params=params(include_imports="false"), headers=VIEWER)
+    assert "imports" not in r.json()
 
 
 async def test_personal_override_replaces_shared_only_when_asked(client: httpx.AsyncClient) -> None:
-    plain = await client.get("/api/v4/secrets", params=params(), headers=ADMIN)
+    expand = {"expandSecretReferences": "true"}
+    plain = await client.get("/api/v4/secrets", params=params(**expand), headers=ADMIN)
     assert {s["secretKey"]: s["secretValue"] for s in plain.json()["secrets"]}["B"] == "ref-a"
-    r = await client.get("/api/v4/secrets", params=params(includePersonalOverrides="true"), headers=ADMIN)
+    personal = params(includePersonalOverrides="true", **expand)
+    r = await client.get("/api/v4/secrets", params=personal, headers=ADMIN)
     by_key = {s["secretKey"]: s for s in r.json()["secrets"]}
     assert by_key["B"]["secretValue"] == "mine" and by_key["B"]["type"] == "personal"
-    other = await client.get(
-        "/api/v4/secrets", params=params(includePersonalOverrides="true"), headers=VIEWER
-    )
+    other = await client.get("/api/v4/secrets", params=personal, headers=VIEWER)
     assert {s["secretKey"]: s["secretValue"] for s in other.json()["secrets"]}["B"] == "ref-a"
 
 
@@ -87,7 +87,8 @@ async def test_tag_and_metadata_filters(
 
 
 async def test_hidden_values_and_unexpanded_references(client: httpx.AsyncClient) -> None:
-    r = await client.get("/api/v4/secrets", params=params(viewSecretValue="false"), headers=VIEWER)
+    hidden = params(viewSecretValue="false", include_imports="true")
+    r = await client.get("/api/v4/secrets", params=hidden, headers=VIEWER)
     assert all(s["secretValueHidden"] and s["secretValue"] != "a" for s in r.json()["secrets"])
     assert all(s["secretValue"] != "s1" for g in r.json()["imports"] for s in g["secrets"])
     r = await client.get("/api/v4/secrets", params=params(expandSecretReferences="false"), headers=VIEWER)
@@ -95,16 +96,17 @@ async def test_hidden_values_and_unexpanded_references(client: httpx.AsyncClient
 
 
 async def test_etag_304_and_change_through_import(client: httpx.AsyncClient) -> None:
-    r = await client.get("/api/v4/secrets", params=params(), headers=VIEWER)
+    query = params(include_imports="true")
+    r = await client.get("/api/v4/secrets", params=query, headers=VIEWER)
     etag = r.headers["etag"]
-    again = await client.get("/api/v4/secrets", params=params(), headers={**VIEWER, "If-None-Match": etag})
+    again = await client.get("/api/v4/secrets", params=query, headers={**VIEWER, "If-None-Match": etag})
     assert again.status_code == 304 and again.content == b""
     await client.patch(
         "/api/v4/secrets/S1",
         json={"projectId": PROJECT, "environment": "prod", "secretPath": "/shared", "secretValue": "new"},
         headers=ADMIN,
     )
-    changed = await client.get("/api/v4/secrets", params=params(), headers={**VIEWER, "If-None-Match": etag})
+    changed = await client.get("/api/v4/secrets", params=query, headers={**VIEWER, "If-None-Match": etag})
     assert changed.status_code == 200 and changed.headers["etag"] != etag
 
 

@@ -222,3 +222,31 @@ def _description_with(path: tuple[str | int, ...], value: str) -> str:
     with pytest.raises(ValidationError) as info:
         models.SecretSync.from_body(raw)
     return models.describe_validation_error(info.value)
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        [{"key": "team", "value": ""}],  # the service would drop it: the sync would take every secret
+        [{"key": "team", "value": "a,b"}],
+        [{"key": "te|am", "value": "a"}],
+        [{"key": "team", "value": " a"}],  # the service trims: " a" would match "a"
+        [{"key": f"k{i}", "value": "v"} for i in range(11)],  # the service answers 422 above 10
+    ],
+)
+def test_metadata_filters_the_service_would_misread_are_refused(pairs: list[dict[str, str]]) -> None:
+    spec = {
+        "identityRef": {"name": "mi"},
+        "sources": [{"projectId": "p1", "environment": "dev", "metadataFilter": pairs}],
+    }
+    with pytest.raises(ValidationError):
+        models.SecretSync.model_validate(body(spec))
+
+
+def test_ten_plain_metadata_filters_are_fine() -> None:
+    pairs = [{"key": f"k{i}", "value": f"value {i}"} for i in range(10)]
+    spec = {
+        "identityRef": {"name": "mi"},
+        "sources": [{"projectId": "p1", "environment": "dev", "metadataFilter": pairs}],
+    }
+    assert len(models.SecretSync.model_validate(body(spec)).spec.sources[0].metadata_filter) == 10

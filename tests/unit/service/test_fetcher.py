@@ -81,7 +81,7 @@ def fetch(clock: Clock, outcomes: list[tuple[scopes.Scope, str]]) -> fetcher.Sco
         clock=clock,
         backoff_initial=1.0,
         backoff_max=60.0,
-        on_call=lambda s, o: outcomes.append((s, o)),
+        on_call=lambda s, o, _endpoint: outcomes.append((s, o)),
         rng=Top(),
     )
 

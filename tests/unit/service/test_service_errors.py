@@ -38,6 +38,7 @@ def test_hierarchy() -> None:
     assert issubclass(errors.RateLimited, errors.Unavailable)
     assert issubclass(errors.StreamError, errors.AuthenticationError)
     assert issubclass(errors.PlanNotSupported, errors.ValidationError)
+    assert issubclass(errors.RouteNotFound, errors.NotFound)  # whoever only asks "is it there?"
 
 
 def test_rate_limited_defaults_to_sixty_seconds() -> None:

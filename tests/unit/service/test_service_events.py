@@ -75,19 +75,64 @@ IMPORT_ARRAY = {
             events.SecretEvent("secret:update", ()),
         ),
         ("message", {"data": {"eventType": "secret:update"}}, events.SecretEvent("secret:update", ())),
-        # ignored
+        # keys as secretKeys: a string (newest server) or a list
+        (
+            "secret:update",
+            {
+                "type": "secret-manager",
+                "data": {
+                    "eventType": "secret:update",
+                    "payload": [{"environment": "dev", "secretPath": "/app", "secretKeys": "A"}],
+                },
+            },
+            events.SecretEvent("secret:update", (events.EventItem("dev", "/app", "A"),)),
+        ),
+        (
+            "message",
+            {
+                "data": {
+                    "eventType": "secret:create",
+                    "payload": {"environment": "dev", "secretPath": "/", "secretKeys": ["A", "B", 3]},
+                }
+            },
+            events.SecretEvent(
+                "secret:create", (events.EventItem("dev", "/", "A"), events.EventItem("dev", "/", "B"))
+            ),
+        ),
+        # the oldest generation's audit names
+        (
+            "message",
+            {
+                "type": "secret-manager",
+                "data": {
+                    "eventType": "delete-secrets",
+                    "payload": {"environment": "dev", "secretPath": "/a", "secretKey": "K"},
+                },
+            },
+            events.SecretEvent("secret:delete", (events.EventItem("dev", "/a", "K"),)),
+        ),
+        # the flat shape: the location at the top level, the kind in the event name
+        (
+            "secret:update",
+            {"environment": "dev", "secretPath": "/a", "projectId": "p", "secretKey": "K"},
+            events.SecretEvent("secret:update", (events.EventItem("dev", "/a", "K"),)),
+        ),
+        # understood as no change: another project type, a read audit event
         ("message", {"projectType": "pki", "data": {"eventType": "secret:update", "payload": []}}, None),
-        ("message", {"data": {"eventType": "secret:rotate", "payload": []}}, None),
-        ("message", {"data": "nope"}, None),
-        ("message", [1, 2], None),
+        ("message", {"type": "secret-manager", "data": {"eventType": "get-secrets", "payload": {}}}, None),
+        # not understood: a change of unknown scope, never dropped
+        ("message", {"data": {"eventType": "secret:rotate", "payload": []}}, events.SecretEvent("unknown")),
+        ("message", {"data": "nope"}, events.SecretEvent("unknown")),
+        ("message", [1, 2], events.SecretEvent("unknown")),
+        ("secret-manager", {"something": "new"}, events.SecretEvent("unknown")),
     ],
 )
 def test_parse_message(event_name: str, data: object, expected: events.SecretEvent | None) -> None:
     assert events.parse_message(event_name, json.dumps(data)) == expected
 
 
-def test_parse_message_ignores_unparseable_data() -> None:
-    assert events.parse_message("secret-manager", "{not json") is None
+def test_unparseable_data_is_a_change_of_unknown_scope() -> None:
+    assert events.parse_message("secret-manager", "{not json") == events.SecretEvent(events.UNKNOWN_CHANGE)
 
 
 def feed_all(*chunks: bytes) -> list[events.StreamMessage]:
@@ -131,9 +176,10 @@ UPDATE = events.SecretEvent("secret:update", (events.EventItem("dev", "/app", "A
             ),
             [UPDATE],
         ),
-        # unknown events and unparseable data still count as life
-        ((b"event: secret-manager\ndata: {broken\n\n",), [HB]),
-        ((b"event: something-new\ndata: {}\n\n",), [HB]),
+        # data not understood is a change of unknown scope; an event without data is only life
+        ((b"event: secret-manager\ndata: {broken\n\n",), [events.SecretEvent("unknown")]),
+        ((b"event: something-new\ndata: {}\n\n",), [events.SecretEvent("unknown")]),
+        ((b"event: something-new\n\n",), [HB]),
         ((b"retry: 1000\n\n",), []),
         ((b"\n\n",), []),
     ],
@@ -196,9 +242,16 @@ async def test_iter_messages_yields_something_for_every_chunk() -> None:
 
 def test_registration_wire_form_and_hashability() -> None:
     full = events.EventRegistration("secret:update", "dev", "/app/**")
+    # Both register forms in one item: the oldest servers read subject/action, newer ones event.
     assert full.to_wire() == {
         "event": "secret:update",
+        "subject": "secrets",
+        "action": "subscribe",
         "conditions": {"environmentSlug": "dev", "secretPath": "/app/**"},
     }
-    assert events.EventRegistration("secret:create").to_wire() == {"event": "secret:create"}
+    assert events.EventRegistration("secret:create").to_wire() == {
+        "event": "secret:create",
+        "subject": "secrets",
+        "action": "subscribe",
+    }
     assert len({full, events.EventRegistration("secret:update", "dev", "/app/**")}) == 1

@@ -81,15 +81,25 @@ async def test_request_shape_and_both_message_shapes() -> None:
         events.Heartbeat(),
         events.SecretEvent("secret:delete", (events.EventItem("dev", "/app", "A"),)),
         events.SecretEvent("secret:import-mutation", (events.EventItem("dev", "/"),)),
-        events.Heartbeat(),
+        events.SecretEvent(events.UNKNOWN_CHANGE),
     ]
     request = seen[0]
     assert (request.method, request.url.path) == ("POST", PATH)
     assert json.loads(request.content) == {
         "projectId": "proj-id",
         "register": [
-            {"event": "secret:update", "conditions": {"environmentSlug": "dev", "secretPath": "/app/**"}},
-            {"event": "secret:import-mutation", "conditions": {"environmentSlug": "dev", "secretPath": "/"}},
+            {
+                "event": "secret:update",
+                "subject": "secrets",
+                "action": "subscribe",
+                "conditions": {"environmentSlug": "dev", "secretPath": "/app/**"},
+            },
+            {
+                "event": "secret:import-mutation",
+                "subject": "secrets",
+                "action": "subscribe",
+                "conditions": {"environmentSlug": "dev", "secretPath": "/"},
+            },
         ],
     }
     assert request.headers["accept"] == "text/event-stream"

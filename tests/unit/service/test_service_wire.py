@@ -91,6 +91,10 @@ def test_list_params_flags_tags_and_metadata() -> None:
         ({"metadata_filter": [("k|x", "v")]}, "metadataFilter"),
         ({"metadata_filter": [("k", "v,1")]}, "metadataFilter"),
         ({"metadata_filter": [("", "v")]}, "metadataFilter"),
+        # The service would drop the pair (no filter: every secret), or trim it, or refuse 11 (422).
+        ({"metadata_filter": [("k", "")]}, "metadataFilter"),
+        ({"metadata_filter": [("k", " v")]}, "metadataFilter"),
+        ({"metadata_filter": [(f"k{i}", "v") for i in range(11)]}, "metadataFilter"),
     ],
 )
 def test_list_params_refuse_bad_input(changes: dict[str, object], field: str) -> None:
@@ -99,6 +103,32 @@ def test_list_params_refuse_bad_input(changes: dict[str, object], field: str) ->
     with pytest.raises(errors.ValidationError) as info:
         wire.list_secrets_params(query)
     assert info.value.field == field
+
+
+def test_v3_list_params_name_the_project_workspace_and_send_every_boolean() -> None:
+    query = models.ListSecretsQuery(project_id="p1", environment="dev", secret_path="/app", recursive=True)
+    assert wire.list_secrets_v3_params(query) == [
+        ("workspaceId", "p1"),
+        ("environment", "dev"),
+        ("secretPath", "/app"),
+        ("viewSecretValue", "true"),
+        ("expandSecretReferences", "true"),
+        ("recursive", "true"),
+        ("include_imports", "true"),
+    ]
+    filtered = query.model_copy(
+        update={"include_imports": False, "tag_slugs": ("a",), "metadata_filter": (("team", "x"),)}
+    )
+    params = dict(wire.list_secrets_v3_params(filtered))
+    assert params["include_imports"] == "false" and "includeImports" not in params
+    assert params["tagSlugs"] == "a" and params["metadataFilter"] == "key=team,value=x"
+
+
+def test_v3_list_params_refuse_personal_overrides_it_cannot_give() -> None:
+    query = models.ListSecretsQuery(project_id="p1", environment="dev", include_personal_overrides=True)
+    with pytest.raises(errors.ValidationError) as info:
+        wire.list_secrets_v3_params(query)
+    assert info.value.field == "includePersonalOverrides"
 
 
 @pytest.mark.parametrize(
@@ -133,6 +163,13 @@ TOKEN_ERROR = {"error": "TokenError", "message": "Your token has expired"}
         (403, {"error": "PermissionDenied", "message": "no"}, False, errors.PermissionDenied),
         (403, {}, True, errors.PermissionDenied),
         (404, {"message": "Folder not found"}, False, errors.NotFound),
+        (404, {"reqId": "r", "message": "Folder not found", "error": "NotFound"}, False, errors.NotFound),
+        (
+            404,
+            {"message": "Route GET:/api/v4/secrets not found", "error": "Not Found"},
+            False,
+            errors.RouteNotFound,
+        ),
         (409, {"message": "Secret already exist"}, False, errors.Conflict),
         (422, {"message": ["a", "b"]}, False, errors.ValidationError),
         (429, {}, False, errors.RateLimited),
@@ -191,6 +228,41 @@ def test_error_for_without_json_uses_reason_and_truncates() -> None:
     assert wire.error_for(500, {}, endpoint=ENDPOINT).message == f"{ENDPOINT}: HTTP 500"
     long = wire.error_for(400, {"message": "x" * 5000}, endpoint=ENDPOINT)
     assert long.message == f'{ENDPOINT}: service said: "{"x" * 200}…"'
+
+
+@pytest.mark.parametrize(
+    ("body", "missing"),
+    [
+        # Fastify's default 404 (a server of a version without the route).
+        (
+            {
+                "message": "Route GET:/api/v4/secrets?projectId=p&recursive=true not found",
+                "error": "Not Found",
+                "statusCode": 404,
+            },
+            True,
+        ),
+        ({"message": "Route GET:/api/v4/secrets not found"}, True),
+        ({"error": "Not Found", "statusCode": 404}, True),
+        # The service's own 404: the route is there, the data is not.
+        (
+            {
+                "reqId": "r",
+                "statusCode": 404,
+                "message": "Folder with path '/x' not found",
+                "error": "NotFound",
+            },
+            False,
+        ),
+        ({"message": "Route GET:/api/v4/secrets not found", "error": "NotFound"}, False),
+        # Nothing that says "route": never taken for one (a proxy's page, an empty body).
+        ({}, False),
+        ({"message": "Not Found"}, False),
+        ({"message": ["Route GET:/x not found"]}, False),
+    ],
+)
+def test_route_missing_only_on_a_positive_sign(body: dict[str, object], missing: bool) -> None:
+    assert wire.route_missing(body) is missing
 
 
 @pytest.mark.parametrize(

@@ -18,13 +18,12 @@ def S(env: str, path: str = "/", recursive: bool = False, imports: bool = True) 
 
 
 def filters(plan: streamplan.Plan) -> list[list[tuple[str, str, int]]]:
-    """Per stream: (environment, pattern, number of kinds registered)."""
+    """Per stream: (environment, pattern, number of kinds registered); "*" for no condition."""
     out = []
     for regs in plan.streams:
         counts: dict[tuple[str, str], int] = {}
         for r in regs:
-            assert r.environment_slug is not None and r.secret_path is not None
-            key = (r.environment_slug, r.secret_path)
+            key = (r.environment_slug or "*", r.secret_path or "*")
             counts[key] = counts.get(key, 0) + 1
         out.append(sorted((env, path, n) for (env, path), n in counts.items()))
     return out
@@ -34,15 +33,17 @@ def filters(plan: streamplan.Plan) -> list[list[tuple[str, str, int]]]:
     ("scope_list", "expected"),
     [
         pytest.param([S("dev")], [[("dev", "/", 4)]], id="one-exact-root"),
-        pytest.param([S("dev", recursive=True)], [[("dev", "/**", 4)]], id="recursive-root"),
+        pytest.param(
+            [S("dev", recursive=True)], [[("dev", "/", 4), ("dev", "/**", 4)]], id="recursive-root-both-forms"
+        ),
         pytest.param([S("dev", "/a", imports=False)], [[("dev", "/a", 3)]], id="no-imports-no-import-kind"),
         pytest.param(
             [S("dev", "/a"), S("dev", "/b")], [[("dev", "/a", 4), ("dev", "/b", 4)]], id="two-precise"
         ),
         pytest.param(
             [S("dev", "/a/x"), S("dev", "/a/y"), S("dev", "/b")],
-            [[("dev", "/a/**", 4), ("dev", "/b", 4)]],
-            id="three-merge-deepest-pair",
+            [[("dev", "/", 4), ("dev", "/**", 4)]],
+            id="subtree-and-folder-overflow-merge-to-root",
         ),
         pytest.param(
             [S("dev", "/a", imports=False), S("dev", "/b", imports=False), S("dev", "/c", imports=False)],
@@ -56,25 +57,27 @@ def filters(plan: streamplan.Plan) -> list[list[tuple[str, str, int]]]:
         ),
         pytest.param(
             [S("dev", "/a", recursive=True), S("dev", "/a/b"), S("dev", "/a/b/c", recursive=True)],
-            [[("dev", "/a/**", 4)]],
+            [[("dev", "/a", 4), ("dev", "/a/**", 4)]],
             id="contained-filters-dropped",
         ),
         pytest.param(
-            [S("dev", "/a"), S("dev", "/a", recursive=True)], [[("dev", "/a/**", 4)]], id="exact-in-subtree"
+            [S("dev", "/a"), S("dev", "/a", recursive=True)],
+            [[("dev", "/a", 4), ("dev", "/a/**", 4)]],
+            id="exact-in-subtree",
         ),
         pytest.param(
             [S("dev", "/a", recursive=True, imports=False), S("dev", "/a/b")],
-            [[("dev", "/a/**", 4)]],
+            [[("dev", "/a", 4), ("dev", "/a/**", 4)]],
             id="imports-flag-moves-to-container",
         ),
         pytest.param(
             [S("dev", "/x/a"), S("dev", "/x/b"), S("dev", "/y/a"), S("dev", "/y/b")],
-            [[("dev", "/x/**", 4), ("dev", "/y/**", 4)]],
-            id="two-subtrees",
+            [[("dev", "/", 4), ("dev", "/**", 4)]],
+            id="two-subtrees-do-not-fit-one-stream",
         ),
         pytest.param(
             [S("dev", "/a"), S("dev", "/b"), S("dev", "/c"), S("dev", "/d")],
-            [[("dev", "/**", 4)]],
+            [[("dev", "/", 4), ("dev", "/**", 4)]],
             id="merge-to-root-rather-than-a-second-stream",
         ),
         pytest.param(
@@ -91,8 +94,12 @@ def filters(plan: streamplan.Plan) -> list[list[tuple[str, str, int]]]:
                 S("stg", "/a"),
                 S("stg", "/b"),
             ],
-            [[("dev", "/**", 4), ("prod", "/**", 4)], [("stg", "/a", 4), ("stg", "/b", 4)]],
-            id="spare-room-stays-precise",
+            [
+                [("dev", "/a", 4), ("dev", "/b", 4)],
+                [("prod", "/a", 4), ("prod", "/b", 4)],
+                [("stg", "/a", 4), ("stg", "/b", 4)],
+            ],
+            id="one-stream-per-environment-stays-precise",
         ),
     ],
 )
@@ -109,20 +116,40 @@ def test_registration_kinds() -> None:
     assert kinds == {("/a", C), ("/a", U), ("/a", D), ("/b", C), ("/b", U), ("/b", D), ("/b", IMP)}
 
 
-def test_too_many_environments_leaves_the_smallest_uncovered() -> None:
-    envs = [f"env{i:02d}" for i in range(11)]
-    scope_list = [S(env, f"/s{j}") for i, env in enumerate(envs) for j in range(1 if i == 7 else 2)]
+def test_too_many_environments_share_a_project_wide_catch_all() -> None:
+    # Merged, an environment is a subtree in both forms (8 items): one environment per stream, so
+    # six environments get four streams of their own and the two smallest share the fifth.
+    envs = [f"env{i:02d}" for i in range(6)]
+    scope_list = [S(env, f"/s{j}") for i, env in enumerate(envs) for j in range(2 if i in (3, 5) else 3)]
     plan = streamplan.plan_registrations(scope_list)
-    assert len(plan.streams) == 5
+    assert len(plan.streams) == 5 and not plan.uncovered
     assert all(len(regs) <= 10 for regs in plan.streams)
-    assert {s.environment for s in plan.uncovered} == {"env07"}
-    assert len(plan.covered) == len(scope_list) - 1
+    catch_all = plan.streams[4]
+    assert [(r.event, r.environment_slug, r.secret_path) for r in catch_all] == [
+        (C, None, None),
+        (U, None, None),
+        (D, None, None),
+        (IMP, None, None),
+    ]
+    assert {"event", "subject", "action"} == set(catch_all[0].to_wire())
+    assert {s.environment for s in plan.scopes_of(4)} == {"env03", "env05"}
+    assert {s.environment for i in range(4) for s in plan.scopes_of(i)} == {
+        "env00",
+        "env01",
+        "env02",
+        "env04",
+    }
 
 
 def test_max_streams_and_registrations_are_parameters() -> None:
     scope_list = [S(f"e{i}") for i in range(4)]
+    plan = streamplan.plan_registrations(scope_list, max_streams=2, max_registrations=8)
+    assert [len(regs) for regs in plan.streams] == [8, 8]  # two folders (4 kinds each) per stream
     plan = streamplan.plan_registrations(scope_list, max_streams=1, max_registrations=8)
-    assert len(plan.streams) == 1 and len(plan.uncovered) == 2
+    assert [len(regs) for regs in plan.streams] == [4] and not plan.uncovered  # only the catch-all
+    assert plan.scopes_of(0) == set(scope_list)
+    none = streamplan.plan_registrations(scope_list, max_streams=0, max_registrations=8)
+    assert none.streams == [] and none.uncovered == set(scope_list)
 
 
 def test_event_kinds_are_a_parameter() -> None:
@@ -148,10 +175,16 @@ def test_deterministic_regardless_of_order() -> None:
     assert first.streams == second.streams and first.covered == second.covered
 
 
-def _matches(pattern: str, path: str) -> bool:
+def _glob_matches(pattern: str, path: str) -> bool:
+    """Old and middle servers."""
     if pattern.endswith("/**"):
         return scopes.is_within(path, pattern[:-3] or "/")
     return pattern == path
+
+
+def _prefix_matches(pattern: str, path: str) -> bool:
+    """The newest server: ``payload.secretPath.startsWith(conditions.secretPath)``."""
+    return path.startswith(pattern)
 
 
 _scopes = st.builds(
@@ -176,17 +209,15 @@ def test_plan_invariants(scope_set: set[scopes.Scope]) -> None:
         probe = scope.path + ("/x" if scope.recursive else "")
         needed = {C, U, D} | ({IMP} if scope.include_imports else set())
         for kind in needed:
-            assert any(
-                r.event == kind
-                and r.environment_slug == scope.environment
-                and _matches(r.secret_path or "", probe)
-                for r in plan.streams[index]
-            ), (scope, kind)
-    # Uncovered only when a whole environment did not fit.
-    covered_envs = {s.environment for s in plan.covered}
-    assert not {s.environment for s in plan.uncovered} & covered_envs
-    if plan.uncovered:
-        assert len(plan.streams) == 5
+            for matches in (_glob_matches, _prefix_matches):
+                assert any(
+                    r.event == kind
+                    and (r.environment_slug is None or r.environment_slug == scope.environment)
+                    and (r.secret_path is None or matches(r.secret_path, probe))
+                    for r in plan.streams[index]
+                ), (scope, kind, matches.__name__)
+    # Nothing polls while five streams can carry it: at worst the last is a catch-all.
+    assert not plan.uncovered
 
 
 def test_twenty_scopes_over_paths_and_environments_fit_five_streams() -> None:

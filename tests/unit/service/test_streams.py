@@ -263,10 +263,10 @@ async def test_never_more_than_five_streams(
     await asyncio.sleep(0.05)
     assert manager.running_streams == 5 and len(service.open) == 5 and service.attempts == 5
     assert all(len(c.registrations) <= 10 for c in service.open)
-    polling = {s for s in scope_set if rec.mode_of(s) == "Polling"}
-    streaming = {s for s in scope_set if rec.mode_of(s) == "Streaming"}
-    assert polling and streaming and polling | streaming == scope_set
-    assert {s.environment for s in polling} == {"e11"}  # the environment with the fewest scopes
+    # Environments that do not get a stream of their own share a project-wide catch-all: none polls.
+    assert all(rec.mode_of(s) == "Streaming" for s in scope_set)
+    catch_all = [c for c in service.open if all(r.environment_slug is None for r in c.registrations)]
+    assert len(catch_all) == 1
 
 
 async def test_unchanged_plan_does_not_reconnect(
@@ -363,3 +363,59 @@ async def test_retry_now_leaves_a_stream_limit_alone(service: FakeService, rec: 
         assert manager.retry_now({"id"}) == 0  # its retry-after holds
     finally:
         await manager.close()
+
+
+UNKNOWN = events.SecretEvent(events.UNKNOWN_CHANGE)
+
+
+@pytest.mark.looptime
+async def test_a_message_not_understood_nudges_every_scope_at_once_then_at_most_once_per_interval(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    loop = asyncio.get_running_loop()
+    await manager.update("id", "p-1", {A, B})
+    await until(lambda: len(service.open) == 1)
+    start = loop.time()
+    service.open[0].send(UNKNOWN)
+    await until(lambda: len(rec.reasons("unknown")) == 1)
+    assert rec.reasons("unknown") == [frozenset({A, B})]
+    assert loop.time() - start < 0.1  # the first one is not delayed
+    for _ in range(3):  # a burst: one more nudge, after the interval, not three
+        service.open[0].send(UNKNOWN)
+    await asyncio.sleep(4.0)
+    assert len(rec.reasons("unknown")) == 1
+    await asyncio.sleep(1.5)
+    assert len(rec.reasons("unknown")) == 2
+    await asyncio.sleep(30)
+    assert len(rec.reasons("unknown")) == 2
+    assert manager.stats.unknown_scope_events == 4
+    assert manager.stats.events[events.UNKNOWN_CHANGE] == 4
+
+
+@pytest.mark.looptime
+async def test_a_known_event_without_a_location_is_an_unknown_scope_too(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    await manager.update("id", "p-1", {A, B})
+    await until(lambda: len(service.open) == 1)
+    service.open[0].send(events.SecretEvent(events.SECRET_UPDATE))
+    await until(lambda: len(rec.reasons("unknown")) == 1)
+    assert rec.reasons("unknown") == [frozenset({A, B})] and not rec.reasons("event")
+
+
+@pytest.mark.looptime
+async def test_an_event_nudges_only_the_scopes_of_its_own_stream(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    # Eleven environments: four streams of their own and a catch-all that sees every change. A
+    # change in a covered environment arrives on both; only its own stream nudges.
+    envs = [f"e{i:02d}" for i in range(11)]
+    scope_set = {S(env, f"/svc{i}") for env in envs for i in range(3)}
+    await manager.update("id", "p-1", scope_set)
+    await until(lambda: len(service.open) == 5)
+    await until(lambda: len(rec.reasons("reconnect")) == 5)
+    change = events.SecretEvent(events.SECRET_UPDATE, (events.EventItem("e00", "/svc1", "K"),))
+    for conn in service.open:
+        conn.send(change)
+    await asyncio.sleep(1)
+    assert rec.reasons("event") == [frozenset({S("e00", "/svc1")})]

@@ -1,0 +1,263 @@
+"""List route per host: a server without the v4 list is listed through v3 raw, detected once.
+
+What switches a host is a 404 for the ROUTE (Fastify's default answer); a 404 for data (the
+service's ``NotFound``) is an answer of the v4 list and never does. Every server here is an
+``httpx.MockTransport``; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from secretferry.service import auth, client, errors, fetcher, listroutes, scopes
+
+OLD = "https://old.test"
+NEW = "https://new.test"
+SCOPE = scopes.Scope(identity_key="ns/a", project_id="p-1", environment="dev", path="/app", recursive=True)
+SECRET_VALUE = "s3cr3t-value"
+
+
+def route_missing(request: httpx.Request) -> httpx.Response:
+    """Fastify's default answer for a route it does not have (service-contract.md, "Errors")."""
+    body = {
+        "message": f"Route {request.method}:{request.url.raw_path.decode()} not found",
+        "error": "Not Found",
+        "statusCode": 404,
+    }
+    return httpx.Response(404, json=body)
+
+
+def data_missing(request: httpx.Request) -> httpx.Response:
+    """The service's own 404: the route exists, the folder does not."""
+    body = {"reqId": "req-1", "statusCode": 404, "message": "Folder not found", "error": "NotFound"}
+    return httpx.Response(404, json=body)
+
+
+@dataclass
+class Server:
+    """One host: v4 answers with ``v4`` (a handler) or lists; v3 raw lists unless ``v3`` says else."""
+
+    v4: Callable[[httpx.Request], httpx.Response] | None = None
+    v3: Callable[[httpx.Request], httpx.Response] | None = None
+    version: int = 1
+    requests: list[httpx.Request] = field(default_factory=list)
+
+    def paths(self) -> list[str]:
+        return [r.url.path for r in self.requests]
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        special = {"/api/v4/secrets": self.v4, "/api/v3/secrets/raw": self.v3}.get(request.url.path)
+        if special is not None:
+            return special(request)
+        etag = f'"{request.url.path}-{self.version}"'
+        if request.headers.get("if-none-match") == etag:
+            return httpx.Response(304, headers={"etag": etag})
+        body = {"secrets": [{"secretKey": "KEY", "secretValue": SECRET_VALUE}], "imports": []}
+        return httpx.Response(200, json=body, headers={"etag": etag})
+
+
+class Clock:
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def calls() -> list[tuple[str, str]]:
+    return []
+
+
+@pytest.fixture
+def fetch(calls: list[tuple[str, str]]) -> fetcher.ScopeFetcher:
+    return fetcher.ScopeFetcher(
+        clock=Clock(), on_call=lambda _s, outcome, endpoint: calls.append((outcome, endpoint))
+    )
+
+
+@pytest.fixture
+async def open_session() -> AsyncIterator[Callable[[str, Server], auth.AuthSession]]:
+    """A session for an identity on ``host``; each call is a client (pool) of its own, as two
+    identities with different CA bundles would have."""
+    clients: list[client.ServiceClient] = []
+
+    def make(host: str, server: Server) -> auth.AuthSession:
+        api = client.ServiceClient(host, transport=httpx.MockTransport(server.handler))
+        clients.append(api)
+        return auth.AuthSession(api, auth.StaticTokenCredentials(f"token-{len(clients)}"))
+
+    yield make
+    for api in clients:
+        await api.aclose()
+
+
+async def test_route_404_switches_to_v3_with_the_same_selection(
+    fetch: fetcher.ScopeFetcher,
+    open_session: Callable[[str, Server], auth.AuthSession],
+    calls: list[tuple[str, str]],
+) -> None:
+    server = Server(v4=route_missing)
+    result = await fetch.fetch(SCOPE, open_session(OLD, server))
+    assert server.paths() == ["/api/v4/secrets", "/api/v3/secrets/raw"]
+    assert [s.secret_key for s in result.secret_list.secrets] == ["KEY"]
+    assert fetch.routes.known(OLD + "/api") == listroutes.V3
+    assert calls == [("changed", "GET /api/v3/secrets/raw")]
+    v3 = server.requests[1]
+    assert list(v3.url.params.multi_items()) == [
+        ("workspaceId", "p-1"),
+        ("environment", "dev"),
+        ("secretPath", "/app"),
+        ("viewSecretValue", "true"),
+        ("expandSecretReferences", "true"),
+        ("recursive", "true"),
+        ("include_imports", "true"),
+    ]
+    assert v3.headers["authorization"] == "Bearer token-1"
+
+
+async def test_data_404_from_v4_does_not_switch(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    server = Server(v4=data_missing)
+    session = open_session(NEW, server)
+    with pytest.raises(errors.NotFound) as caught:
+        await fetch.fetch(SCOPE, session)
+    assert type(caught.value) is errors.NotFound  # not RouteNotFound
+    assert server.paths() == ["/api/v4/secrets"]
+    assert fetch.routes.known(NEW + "/api") == listroutes.V4  # the v4 route answered
+    other = scopes.Scope(identity_key="ns/a", project_id="p-1", environment="dev", path="/there")
+    server.v4 = None
+    await fetch.fetch(other, session)
+    assert server.paths() == ["/api/v4/secrets"] * 2
+
+
+async def test_detected_once_per_host(
+    fetch: fetcher.ScopeFetcher,
+    open_session: Callable[[str, Server], auth.AuthSession],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    old, new = Server(v4=route_missing), Server()
+    first, second = open_session(OLD, old), open_session(OLD, old)
+    elsewhere = open_session(NEW, new)
+    caplog.set_level(logging.INFO, logger="secretferry.service.listroutes")
+    await fetch.fetch(SCOPE, first)
+    assert old.paths() == ["/api/v4/secrets", "/api/v3/secrets/raw"]
+    # Another identity on the same host (another pool, another token) goes straight to v3.
+    theirs = scopes.Scope(identity_key="ns/b", project_id="p-1", environment="dev", path="/app")
+    await fetch.fetch(theirs, second)
+    assert old.paths()[2:] == ["/api/v3/secrets/raw"]
+    assert old.requests[2].headers["authorization"] == "Bearer token-2"
+    # A different host still gets v4.
+    mine = scopes.Scope(identity_key="ns/c", project_id="p-1", environment="dev", path="/app")
+    await fetch.fetch(mine, elsewhere)
+    assert new.paths() == ["/api/v4/secrets"]
+    assert fetch.routes.known(NEW + "/api") == listroutes.V4
+    lines = [r for r in caplog.records if r.name == "secretferry.service.listroutes"]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+    assert OLD in lines[0].getMessage() and "/api/v3/secrets/raw" in lines[0].getMessage()
+
+
+async def test_concurrent_first_calls_log_once(
+    fetch: fetcher.ScopeFetcher,
+    open_session: Callable[[str, Server], auth.AuthSession],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = Server(v4=route_missing)
+    sessions = [open_session(OLD, server) for _ in range(5)]
+    many = [
+        scopes.Scope(identity_key=f"ns/{n}", project_id="p", environment="dev", path=f"/{n}")
+        for n in range(20)
+    ]
+    caplog.set_level(logging.DEBUG)
+    await asyncio.gather(*(fetch.fetch(scope, sessions[n % 5]) for n, scope in enumerate(many)))
+    lines = [r for r in caplog.records if r.name == "secretferry.service.listroutes"]
+    assert len(lines) == 1
+    assert SECRET_VALUE not in caplog.text and "token-" not in caplog.text
+    # Once known, no more v4 calls: each scope's next list is one v3 call.
+    before = len(server.requests)
+    await asyncio.gather(*(fetch.fetch(scope, sessions[0], force=True) for scope in many))
+    assert server.paths()[before:] == ["/api/v3/secrets/raw"] * 20
+
+
+async def test_v3_keeps_conditional_gets(
+    fetch: fetcher.ScopeFetcher,
+    open_session: Callable[[str, Server], auth.AuthSession],
+    calls: list[tuple[str, str]],
+) -> None:
+    server = Server(v4=route_missing)
+    session = open_session(OLD, server)
+    first = await fetch.fetch(SCOPE, session)
+    again = await fetch.fetch(SCOPE, session)
+    assert server.requests[-1].headers["if-none-match"] == '"/api/v3/secrets/raw-1"'
+    assert not again.changed and again.secret_list is first.secret_list
+    assert calls[-1] == ("not_modified", "GET /api/v3/secrets/raw")
+
+
+async def test_a_server_downgraded_under_us_switches_without_its_v4_etag(
+    fetch: fetcher.ScopeFetcher,
+    open_session: Callable[[str, Server], auth.AuthSession],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = Server()
+    session = open_session(OLD, server)
+    first = await fetch.fetch(SCOPE, session)
+    assert fetch.routes.known(OLD + "/api") == listroutes.V4
+    server.v4 = route_missing
+    result = await fetch.fetch(SCOPE, session)
+    assert server.paths() == ["/api/v4/secrets", "/api/v4/secrets", "/api/v3/secrets/raw"]
+    assert "if-none-match" not in server.requests[2].headers  # the v4 ETag names a v4 answer
+    assert not result.changed and result.secret_list.secrets == first.secret_list.secrets
+    assert fetch.routes.known(OLD + "/api") == listroutes.V3
+    assert "no v4 list" in caplog.text
+
+
+async def test_a_host_with_neither_route_is_not_remembered(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    server = Server(v4=route_missing, v3=route_missing)
+    session = open_session(OLD, server)
+    with pytest.raises(errors.RouteNotFound):
+        await fetch.fetch(SCOPE, session)
+    assert fetch.routes.known(OLD + "/api") is None
+    assert fetch.routes.path_for(OLD + "/api") == listroutes.V4
+
+
+@pytest.mark.parametrize(
+    ("v3", "remembered"),
+    [
+        (data_missing, listroutes.V3),  # the v3 route answered: it exists
+        (lambda _r: httpx.Response(503, json={"message": "down"}), None),  # nobody answered
+    ],
+)
+async def test_a_failing_fallback_is_remembered_only_when_v3_answered(
+    fetch: fetcher.ScopeFetcher,
+    open_session: Callable[[str, Server], auth.AuthSession],
+    v3: Callable[[httpx.Request], httpx.Response],
+    remembered: str | None,
+) -> None:
+    server = Server(v4=route_missing, v3=v3)
+    with pytest.raises(errors.ServiceError):
+        await fetch.fetch(SCOPE, open_session(OLD, server))
+    assert fetch.routes.known(OLD + "/api") == remembered
+
+
+async def test_a_host_that_loses_its_v3_route_is_asked_v4_again(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    server = Server(v4=route_missing)
+    session = open_session(OLD, server)
+    await fetch.fetch(SCOPE, session)
+    server.v4, server.v3 = None, route_missing  # upgraded under us, v3 gone
+    with pytest.raises(errors.RouteNotFound):
+        await fetch.fetch(SCOPE, session, force=True)
+    assert fetch.routes.known(OLD + "/api") is None
+    result = await fetch.fetch(SCOPE, session, force=True)
+    assert server.paths()[-1] == "/api/v4/secrets" and not result.changed
+    assert fetch.routes.known(OLD + "/api") == listroutes.V4
