@@ -225,7 +225,13 @@ class PermissionConditions(ApiModel):
 
 
 class PermissionSent(ApiModel):
-    """A permission rule we send (v1 ``permissions`` items, v2 update)."""
+    """A permission rule we send (v1 ``permissions`` items, v2 update).
+
+    One model for both, though they accept different shapes (a v1 item takes one action, no
+    ``inverted`` and only ``environment`` / ``secretPath: {$glob}``): the privilege calls check each
+    item with ``validation.v1_permissions`` / ``v2_permissions`` before sending, because the service
+    silently drops what its schema does not name.
+    """
 
     action: str | list[str] | None = None
     subject: str | list[str] | None = None

@@ -17,6 +17,21 @@ class _PrivilegesEnvelope(models.ApiModel):
     privileges: list[models.IdentityPrivilege]
 
 
+def _v1_rules(
+    permissions: Sequence[models.PermissionSent] | None,
+    privilege_permission: Mapping[str, Any] | None,
+    *,
+    prefix: str,
+) -> dict[str, Any]:
+    """The rules of a v1 body, checked: exactly one of the two forms (see ``validation``)."""
+    validation.privilege_rules(permissions, privilege_permission, field=f"{prefix}permissions")
+    if privilege_permission is not None:
+        field = f"{prefix}privilegePermission"
+        return {"privilegePermission": validation.privilege_permission(privilege_permission, field=field)}
+    assert permissions is not None  # privilege_rules: exactly one is given
+    return {"permissions": validation.v1_permissions(permissions, field=f"{prefix}permissions")}
+
+
 class PrivilegeEndpoints(client_base.ClientBase):
     """Privilege endpoints, mixed into ``client.ServiceClient``."""
 
@@ -32,7 +47,7 @@ class PrivilegeEndpoints(client_base.ClientBase):
         privilege_permission: Mapping[str, Any] | None = None,
         temporary_mode: str = "relative",
     ) -> models.IdentityPrivilege:
-        """``permissions`` is deprecated by the service in favour of ``privilege_permission``."""
+        """Give exactly one of ``permissions`` (deprecated by the service) and ``privilege_permission``."""
         validation.non_empty(identity_id, field="identityId")
         validation.non_empty(project_slug, field="projectSlug")
         if slug is not None:
@@ -42,15 +57,12 @@ class PrivilegeEndpoints(client_base.ClientBase):
                 "identityId": identity_id,
                 "projectSlug": project_slug,
                 "slug": slug,
-                "temporaryMode": temporary_mode,
+                "temporaryMode": validation.temporary_mode(temporary_mode),
                 "temporaryRange": validation.temporary_range(temporary_range),
                 "temporaryAccessStartTime": validation.timestamp(
                     temporary_access_start_time, field="temporaryAccessStartTime"
                 ),
-                "permissions": [p.to_wire() for p in permissions] if permissions is not None else None,
-                "privilegePermission": dict(privilege_permission)
-                if privilege_permission is not None
-                else None,
+                **_v1_rules(permissions, privilege_permission, prefix=""),
             }
         )
         path = "/api/v1/additional-privilege/identity/temporary"
@@ -64,15 +76,20 @@ class PrivilegeEndpoints(client_base.ClientBase):
         project_slug: str,
         slug: str | None = None,
         permissions: Sequence[models.PermissionSent] | None = None,
+        privilege_permission: Mapping[str, Any] | None = None,
         is_temporary: bool | None = None,
         temporary_mode: str | None = None,
         temporary_range: str | None = None,
         temporary_access_start_time: datetime.datetime | None = None,
     ) -> models.IdentityPrivilege:
-        """Change only the given details of the privilege ``privilege_slug``."""
+        """Change the given details of the privilege ``privilege_slug``; its rules are always sent
+        (exactly one of ``permissions`` and ``privilege_permission``): the newest real server refuses
+        an update without them, like a create."""
         self._privilege_address(privilege_slug, identity_id, project_slug)
         if slug is not None:
             validation.slug(slug, field="privilegeDetails.slug")
+        if temporary_mode is not None:
+            validation.temporary_mode(temporary_mode, field="privilegeDetails.temporaryMode")
         if temporary_range is not None:
             validation.temporary_range(temporary_range, field="privilegeDetails.temporaryRange")
         start = (
@@ -85,7 +102,7 @@ class PrivilegeEndpoints(client_base.ClientBase):
         details = client_base.drop_none(
             {
                 "slug": slug,
-                "permissions": [p.to_wire() for p in permissions] if permissions is not None else None,
+                **_v1_rules(permissions, privilege_permission, prefix="privilegeDetails."),
                 "isTemporary": is_temporary,
                 "temporaryMode": temporary_mode,
                 "temporaryRange": temporary_range,
@@ -153,10 +170,16 @@ class PrivilegeEndpoints(client_base.ClientBase):
         permissions: Sequence[models.PermissionSent],
         type: Mapping[str, Any],
     ) -> models.IdentityPrivilege:
-        """``type`` is sent as given: its contents are not documented (e.g. ``{"isTemporary": False}``)."""
+        """``type`` is ``{"isTemporary": False}`` or a whole temporary window: ``{"isTemporary": True,
+        "temporaryMode": "relative", "temporaryRange": "1h", "temporaryAccessStartTime": <aware
+        datetime or "...Z" text>}`` (``validation.privilege_type``)."""
         validation.non_empty(privilege_id, field="id")
         validation.slug(slug)
-        body = {"slug": slug, "permissions": [p.to_wire() for p in permissions], "type": dict(type)}
+        body = {
+            "slug": slug,
+            "permissions": validation.v2_permissions(permissions, field="permissions"),
+            "type": validation.privilege_type(type),
+        }
         envelope = await self._authed(
             _PrivilegeEnvelope,
             "PATCH",

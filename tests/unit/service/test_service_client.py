@@ -17,6 +17,7 @@ TOKEN = "tok-secret-123"
 SECRET = {"id": "s1", "secretKey": "A", "secretValue": "value-a", "environment": "dev", "version": 1}
 PRIVILEGE = {"id": "pr1", "slug": "temp", "permissions": [], "isTemporary": True, "temporaryRange": "1h"}
 START = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+READ_DEV = {"actions": ["read"], "subject": "secrets", "conditions": {"environment": "dev"}}
 
 
 class Recorder:
@@ -219,7 +220,12 @@ ENDPOINTS: list[tuple[str, Call, str, str, dict[str, str] | None, Any, Any, Call
     (
         "update_identity_privilege",
         lambda c: c.update_identity_privilege(
-            privilege_slug="temp", identity_id="id1", project_slug="proj", slug="temp2", is_temporary=False
+            privilege_slug="temp",
+            identity_id="id1",
+            project_slug="proj",
+            slug="temp2",
+            privilege_permission=READ_DEV,
+            is_temporary=False,
         ),
         "PATCH",
         "/api/v1/additional-privilege/identity",
@@ -228,7 +234,7 @@ ENDPOINTS: list[tuple[str, Call, str, str, dict[str, str] | None, Any, Any, Call
             "privilegeSlug": "temp",
             "identityId": "id1",
             "projectSlug": "proj",
-            "privilegeDetails": {"slug": "temp2", "isTemporary": False},
+            "privilegeDetails": {"slug": "temp2", "privilegePermission": READ_DEV, "isTemporary": False},
         },
         {"privilege": PRIVILEGE},
         lambda r: r.slug == "temp",
