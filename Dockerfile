@@ -15,9 +15,15 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 # Every dependency ships manylinux wheels for CPython 3.11, so no compiler is needed here either.
+# The wheel is installed without extras: no dev server web stack (fastapi, uvicorn, sse-starlette),
+# no dev cluster certificates (cryptography). The wheel also carries the dev server and dev cluster
+# packages, for `pip install 'secretferry[devserver]'` users; the operator never imports them
+# (import-linter), so they are deleted here rather than shipped half-working without their extras.
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/venv \
  && /opt/venv/bin/pip install /wheels/*.whl \
+ && pkg="$(/opt/venv/bin/python -c 'import pathlib, secretferry; print(pathlib.Path(secretferry.__file__).parent)')" \
+ && rm -r "$pkg/devserver" "$pkg/devcluster" \
  && /opt/venv/bin/python -m compileall -q /opt/venv/lib
 
 FROM ${PYTHON_IMAGE}

@@ -18,6 +18,10 @@ Targets: 10,000 Ready < 60 s; a new one < 1 s; lists per cycle = S; RSS < 200 Mi
 
 Run: ``.venv/bin/python bench/bench_operator_scale.py [--sizes 100,1000,10000] [--scopes 10,100]``
 (``--quick``: N=100, S=10 only, short window; well under 2 minutes).
+
+``--rest 10,100`` measures only the two figures of a small install instead (about a minute each):
+resident memory at rest (all Ready, then quiet) and the time from the operator's process start to
+the first Secret written, seen by a watch on the managed Secrets.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import time
 from typing import Any
 
 from _common import (
+    MANAGED_SELECTOR,
     SYNCS_PATH,
     Api,
     Env,
@@ -228,6 +233,87 @@ async def _phases(
     op.stop()
 
 
+# Figures at rest: a few seconds after the last reconcile, so what is measured is what stays resident.
+REST_QUIET_SECONDS = 5.0
+
+
+async def rest_case(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """N SecretSyncs (over min(N, 10) scopes) created before the operator starts; the operator's
+    time to its first Secret, then its RSS once all are Ready and it has been quiet for a while."""
+    s = min(n, 10)
+    secrets = [
+        {"environment": "dev", "path": scope_path(j), "key": "KEY", "value": f"v{j}"} for j in range(s)
+    ]
+    r: dict[str, Any] = {"N": n}
+    with environment(secrets=secrets, keep=args.keep) as env:
+        api = Api(env.cp)
+        try:
+            namespaces = [f"rest-{i}" for i in range(min(args.namespaces, n))]
+            await api.gather_limited(
+                [
+                    lambda ns=ns: api.create(
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+                    )
+                    for ns in namespaces
+                ]
+            )
+            await api.gather_limited(
+                [
+                    lambda i=i: api.create(
+                        secret_sync_body(
+                            namespaces[i % len(namespaces)], f"sync-{i:05d}", path=scope_path(i % s)
+                        )
+                    )
+                    for i in range(n)
+                ]
+            )
+            written: list[float] = []
+            tracker, secrets_synced = SyncTracker(), asyncio.Event()
+            watches = [
+                asyncio.create_task(api.watch(SYNCS_PATH, tracker.handle, tracker.synced)),
+                asyncio.create_task(
+                    api.watch(
+                        "/api/v1/secrets",
+                        lambda typ, obj: written.append(time.monotonic()),
+                        secrets_synced,
+                        label_selector=MANAGED_SELECTOR,
+                    )
+                ),
+            ]
+            try:
+                await tracker.synced.wait()
+                await secrets_synced.wait()
+                t0 = time.monotonic()
+                op = await asyncio.to_thread(env.start_operator, "op-rest")
+                await tracker.wait_until(lambda: bool(written), args.timeout)
+                r["first_secret"] = written[0] - t0 if written else None
+                await tracker.wait_until(lambda: len(tracker.ready) >= n, args.timeout)
+                await settle(op, n, limit_s=args.timeout)
+                await asyncio.sleep(REST_QUIET_SECONDS)
+                r["rss"] = rss_mib(op_pid(op))
+                op.stop()
+            finally:
+                for task in watches:
+                    task.cancel()
+        finally:
+            await api.close()
+    log(f"N={n}: first Secret {fmt_s(r['first_secret'])}, RSS at rest {r['rss']:.0f} MiB")
+    return r
+
+
+def report_rest(results: list[dict[str, Any]]) -> None:
+    sizes = " and ".join(str(r["N"]) for r in results)
+    print()
+    print(
+        f"resident memory at rest with {sizes} SecretSyncs: "
+        + ", ".join(f"{r['rss']:.0f} MiB" for r in results)
+    )
+    print(
+        "time from process start to the first Secret written: "
+        + ", ".join(f"{fmt_s(r['first_secret'])} (N={r['N']})" for r in results)
+    )
+
+
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     headers = [
         "N",
@@ -305,7 +391,15 @@ def main() -> None:
     p.add_argument("--no-periodic", action="store_true", help="skip the 20 s periodic-cycle phase")
     p.add_argument("--quick", action="store_true", help="N=100, S=10, short window (< 2 min)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs) for inspection")
+    p.add_argument(
+        "--rest",
+        metavar="SIZES",
+        help="only RSS at rest and time to the first Secret, for these comma-separated N (e.g. 10,100)",
+    )
     args = p.parse_args()
+    if args.rest:
+        report_rest([asyncio.run(rest_case(int(x), args)) for x in args.rest.split(",") if x])
+        return
     if args.quick:
         args.sizes, args.scopes, args.window = "100", "10", 25.0
     sizes = [int(x) for x in args.sizes.split(",") if x]

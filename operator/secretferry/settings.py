@@ -67,9 +67,6 @@ class Settings(BaseSettings):
     workers: int = Field(
         32, ge=1, description="Concurrent reconciles; bounded so a resync storm cannot starve writes."
     )
-    default_refresh_interval_seconds: float = Field(
-        300.0, description="Polling period when spec.refreshInterval is unset."
-    )
     streaming_refresh_interval_seconds: float = Field(
         3600.0, description="Safety-net resync period while a scope's event stream is healthy."
     )

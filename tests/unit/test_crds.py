@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from secretferry import crdgen
+from secretferry import settings as settings_mod
+from secretferry.models import secretsync as sync_models
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
 CRDS = crdgen.build_crds()
@@ -81,6 +83,14 @@ def test_secretsync_printer_columns() -> None:
     assert columns["Keys"] == {"name": "Keys", "type": "integer", "jsonPath": ".status.syncedKeyCount"}
     assert columns["Last Sync"]["type"] == "date"
     assert columns["Age"]["jsonPath"] == ".metadata.creationTimestamp"
+
+
+def test_the_apiserver_fills_in_the_refresh_interval_so_no_setting_could_change_it() -> None:
+    """spec.refreshInterval has a schema default, which the apiserver applies to every SecretSync
+    it stores or serves: the operator never sees one without it, hence no operator setting."""
+    spec = schema("SecretSync")["properties"]["spec"]
+    assert spec["properties"]["refreshInterval"]["default"] == sync_models.DEFAULT_REFRESH_INTERVAL == "5m"
+    assert "default_refresh_interval_seconds" not in settings_mod.Settings.model_fields
 
 
 def nodes(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

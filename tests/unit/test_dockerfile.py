@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
+PYPROJECT = ROOT / "pyproject.toml"
+# The dev server's web stack: the `devserver` extra, never the operator image.
+WEB_STACK = {"fastapi", "uvicorn", "sse-starlette", "starlette"}
 
 
 def _hadolint() -> str:
@@ -76,6 +80,30 @@ def test_final_stage_gets_only_the_venv() -> None:
     assert copies == ["--from=builder /opt/venv /opt/venv"]
     runs = " ".join(a for k, a in final if k == "RUN")
     assert not re.search(r"\b(apt-get|gcc|build-essential|pip install)\b", runs), runs
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s<>=!~;\[]", req, maxsplit=1)[0].lower().replace("_", "-") for req in requirements}
+
+
+def test_the_web_stack_is_an_extra_not_a_runtime_dependency() -> None:
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert not _requirement_names(project["dependencies"]) & WEB_STACK
+    assert _requirement_names(extras["devserver"]) >= WEB_STACK - {"starlette"}
+    assert any(req.startswith("secretferry[") and "devserver" in req for req in extras["dev"]), extras["dev"]
+
+
+def test_the_image_installs_no_extras_and_no_dev_server() -> None:
+    builder = _instructions()[: max(i for i, (k, _) in enumerate(_instructions()) if k == "FROM")]
+    commands = [c.strip() for k, a in builder if k == "RUN" for c in a.split("&&")]
+    installs = [i for i, c in enumerate(commands) if re.search(r"\bpip install\b", c)]
+    assert installs, commands
+    for i in installs:
+        assert "[" not in commands[i], f"the image installs an extra: {commands[i]}"
+    removals = [i for i, c in enumerate(commands) if c.startswith("rm ") and '/devserver"' in c]
+    assert removals and min(removals) > max(installs), "secretferry/devserver is removed after the install"
+    assert "devcluster" in commands[min(removals)]
 
 
 def test_runs_as_nonroot_on_a_read_only_root() -> None:

@@ -1,7 +1,10 @@
-"""``python -m secretferry.devserver``."""
+"""``python -m secretferry.devserver``: the same as ``secretferry dev-server``.
+
+Through ``secretferry.cli`` so that a missing ``devserver`` extra is one line saying how to get it.
+"""
 
 import sys
 
-from secretferry.devserver.cli import main
+from secretferry import cli
 
-sys.exit(main())
+sys.exit(cli.main(["dev-server", *sys.argv[1:]]))

@@ -1,4 +1,8 @@
-"""``python -m secretferry.devserver`` / ``secretferry dev-server``: parse flags, run uvicorn."""
+"""``python -m secretferry.devserver`` / ``secretferry dev-server``: parse flags, run uvicorn.
+
+uvicorn and the app (fastapi) come from the ``devserver`` extra; ``secretferry.cli`` imports this
+module lazily and turns their absence into one line saying ``pip install 'secretferry[devserver]'``.
+"""
 
 from __future__ import annotations
 

@@ -8,13 +8,14 @@ first::
                 shared with kopf's login handler
     errors      KubeError tree (NotFound, Conflict, Gone, Unavailable, …); nothing foreign leaks out
     objects     Secrets/ConfigMaps: get, server-side apply, delete
-    status      merge patches of /status and annotations on our custom resources
+    status      merge patches of /status on our custom resources
+    customresources  paths of our custom resources' collections; the start-up LIST of identities
     events      events.k8s.io/v1 Events, best effort
     tokens      TokenRequest for a ServiceAccount (Kubernetes auth logins)
     secretrefs  a referenced Secret: its annotations (opt-in) and one decoded value
     serviceaccounts  a ServiceAccount's annotations (opt-in before a TokenRequest)
     hmackey     the operator's HMAC key Secret (get or create)
-    namespaces  namespace labels, LabelSelector matching
+    namespaces  namespace labels
     watching    our own LIST+WATCH loop (ADDED/MODIFIED/DELETED + SYNCED after each listing)
     workloads   rollout restarts of the Deployments/StatefulSets/DaemonSets/Rollouts using a Secret
 

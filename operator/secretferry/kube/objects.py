@@ -24,12 +24,21 @@ _PLURALS: dict[str, str] = {"Secret": "secrets", "ConfigMap": "configmaps"}
 
 
 def path(kind: Kind, namespace: str, name: str | None = None) -> str:
+    base = f"/api/v1/namespaces/{quote(namespace, safe='')}/{_plural(kind)}"
+    return base if name is None else f"{base}/{quote(name, safe='')}"
+
+
+def collection_path(kind: Kind) -> str:
+    """``/api/v1/secrets`` or ``/api/v1/configmaps``: the cluster-wide collection a watch starts
+    from (``watching.watch`` narrows it to a namespace)."""
+    return f"/api/v1/{_plural(kind)}"
+
+
+def _plural(kind: Kind) -> str:
     try:
-        plural = _PLURALS[kind]
+        return _PLURALS[kind]
     except KeyError:
         raise ValueError(f"unsupported kind {kind!r}; expected one of {sorted(_PLURALS)}") from None
-    base = f"/api/v1/namespaces/{quote(namespace, safe='')}/{plural}"
-    return base if name is None else f"{base}/{quote(name, safe='')}"
 
 
 async def get(kube: Kube, *, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:

@@ -59,12 +59,3 @@ async def read(kube: Kube, *, namespace: str, name: str) -> ReferencedSecret:
         annotations=dict(meta.get("annotations") or {}),
         data=dict(secret.get("data") or {}),
     )
-
-
-async def read_key(kube: Kube, *, namespace: str, name: str, key: str) -> str:
-    """The decoded (UTF-8) value of ``key`` in Secret ``namespace/name``.
-
-    Raises :class:`errors.NotFound` (missing Secret), :class:`errors.SecretKeyMissing` (missing key),
-    :class:`errors.SecretValueUndecodable` (not UTF-8 text).
-    """
-    return (await read(kube, namespace=namespace, name=name)).value(key)

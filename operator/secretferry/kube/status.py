@@ -1,4 +1,4 @@
-"""Status and annotation patches on any resource, custom ones included.
+"""Status patches on any resource, custom ones included.
 
 JSON merge patches: they work on custom resources (strategic merge does not) and touch only the keys
 sent. Status goes to the ``/status`` subresource, so it never bumps ``metadata.generation`` and
@@ -38,24 +38,5 @@ async def patch_status(
         resource_path(group=group, version=version, plural=plural, namespace=namespace, name=name)
         + "/status",
         body={"status": status},
-        content_type=MERGE_PATCH,
-    )
-
-
-async def patch_annotations(
-    kube: Kube,
-    *,
-    group: str,
-    version: str,
-    plural: str,
-    namespace: str | None,
-    name: str,
-    annotations: dict[str, str | None],
-) -> None:
-    """Set annotations (``None`` removes one) without touching any other metadata."""
-    await kube.request(
-        "PATCH",
-        resource_path(group=group, version=version, plural=plural, namespace=namespace, name=name),
-        body={"metadata": {"annotations": annotations}},
         content_type=MERGE_PATCH,
     )

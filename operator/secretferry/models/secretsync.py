@@ -22,6 +22,10 @@ _DATA_KEY_RE: Final = re.compile(DATA_KEY_PATTERN)
 MAX_SOURCES: Final = 20
 # Smallest refresh interval: below a second the resync loop would only burn CPU and API quota.
 MIN_REFRESH_SECONDS: Final = 1
+# spec.refreshInterval when the manifest leaves it out. The CRD schema carries it as its default,
+# so the apiserver fills it in: every SecretSync we read has one, and no operator setting can
+# change it.
+DEFAULT_REFRESH_INTERVAL: Final = "5m"
 
 # Never written, whatever the spec says: the apiserver mints ServiceAccount tokens (a synced copy
 # would be a forged one), and Helm trusts its release records (a forged one would steer the next
@@ -177,7 +181,7 @@ class SecretSyncSpec(base.CRModel):
     sources: list[Source] = Field(min_length=1, max_length=MAX_SOURCES)
     target: Target = Field(default_factory=Target)
     refresh_interval: str = Field(
-        default="5m",
+        default=DEFAULT_REFRESH_INTERVAL,
         min_length=2,
         max_length=32,  # bounds CEL cost; "1000h59m59s" is 11 characters
         pattern=base.DURATION_PATTERN,

@@ -25,9 +25,10 @@ import pydantic
 from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
+from secretferry.kube import customresources, watching
 from secretferry.kube import errors as kube_errors
+from secretferry.kube import objects as kube_objects
 from secretferry.kube import status as kube_status
-from secretferry.kube import watching
 from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import labels
@@ -141,10 +142,12 @@ class Controller:
         """
         lists_may_start = asyncio.Event()
         namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
-        for kind_path in ("/api/v1/secrets", "/api/v1/configmaps"):
+        target_kinds: tuple[kube_objects.Kind, ...] = ("Secret", "ConfigMap")
+        for kind in target_kinds:
             for ns in namespaces:
                 self._spawn(
-                    self._watch_targets(kind_path, ns, lists_may_start), f"watch {kind_path} {ns or '*'}"
+                    self._watch_targets(kind, ns, lists_may_start),
+                    f"watch {kube_objects.collection_path(kind)} {ns or '*'}",
                 )
         for ns in namespaces:
             self._spawn(self._watch_syncs(ns, lists_may_start), f"watch secretsyncs {ns or '*'}")
@@ -176,27 +179,30 @@ class Controller:
         self._tasks.append(asyncio.create_task(coro, name=name))
 
     # --- managed Secrets / ConfigMaps -------------------------------------------------------
-    async def _watch_targets(self, path: str, namespace: str | None, lists_may_start: asyncio.Event) -> None:
-        kind = "Secret" if path.endswith("secrets") else "ConfigMap"
+    async def _watch_targets(
+        self, kind: kube_objects.Kind, namespace: str | None, lists_may_start: asyncio.Event
+    ) -> None:
         selector = f"{labels.MANAGED_BY_LABEL}={labels.MANAGED_BY_VALUE}"
         seen: set[state.TargetKey] = set()
         async for event in watching.watch(
-            self.kube, path=path, label_selector=selector, namespace=namespace, list_after=lists_may_start
+            self.kube,
+            path=kube_objects.collection_path(kind),
+            label_selector=selector,
+            namespace=namespace,
+            list_after=lists_may_start,
         ):
             if event.type == "SYNCED":
-                for gone in [k for k in self.targets.objects if k[0] == kind and k not in seen]:
-                    if namespace is None or gone[1] == namespace:
-                        self.targets.objects.pop(gone, None)
-                        self._repair(gone)
+                for gone in self.targets.forget_unseen(kind, namespace=namespace, seen=seen):
+                    self._repair(gone)
                 seen = set()
-                self._targets_synced_once(path, namespace)
+                self._targets_synced_once(kind, namespace)
                 continue
             obj = event.object
             meta = obj.get("metadata", {})
             tkey: state.TargetKey = (kind, meta.get("namespace", ""), meta.get("name", ""))
             obj.setdefault("kind", kind)
             if event.type == "DELETED":
-                self.targets.objects.pop(tkey, None)
+                self.targets.forget(tkey)
                 self._repair(tkey)
                 continue
             seen.add(tkey)
@@ -205,31 +211,29 @@ class Controller:
             if not echo:
                 self._repair(tkey, labels_of=meta.get("labels") or {})
 
-    def _targets_synced_once(self, path: str, namespace: str | None) -> None:
-        self._synced_sources.add((path, namespace))
+    def _targets_synced_once(self, kind: kube_objects.Kind, namespace: str | None) -> None:
+        self._synced_sources.add((kind, namespace))
         self._sources_synced.set()
 
     async def _list_identities(self) -> None:
         """Read every identity before the first reconcile. kopf delivers them too, but later: a
         SecretSync reconciled first would report IdentityNotFound, post a Warning and back off.
         Identities kopf delivered already (e.g. while we waited to lead) are kept as they are."""
-        base = f"/apis/{models_base.GROUP}/{models_base.VERSION}"
-        paths = [(ident_mod.CLUSTER, f"{base}/clustermachineidentities")]
-        namespaces = self.settings.watched_namespaces()
-        paths += [(ident_mod.MACHINE, f"{base}/namespaces/{ns}/machineidentities") for ns in namespaces] or [
-            (ident_mod.MACHINE, f"{base}/machineidentities")
-        ]
-        for kind, path in paths:
+        namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
+        sources = [(ident_mod.CLUSTER, None)] + [(ident_mod.MACHINE, ns) for ns in namespaces]
+        for kind, namespace in sources:
+            plural = _IDENTITY_PLURALS[kind]
             for attempt in range(10):  # "storage is (re)initializing" right after a CRD install
                 try:
-                    listing = await self.kube.request("GET", path)
+                    items = await customresources.list_items(self.kube, plural=plural, namespace=namespace)
                     break
                 except kube_errors.KubeError as exc:
-                    log.warning("listing identities (%s), attempt %d: %s", path, attempt + 1, exc)
+                    where = customresources.collection_path(plural, namespace=namespace)
+                    log.warning("listing identities (%s), attempt %d: %s", where, attempt + 1, exc)
                     await asyncio.sleep(min(0.5 * 2**attempt, 5.0))
             else:
                 continue  # kopf's watch will still bring them
-            for body in listing.get("items") or []:
+            for body in items:
                 self.identities.upsert(kind, body)
 
     async def _start_workers_when_ready(self, expected: int) -> None:
@@ -244,7 +248,7 @@ class Controller:
         self._targets_ready.set()
         log.info(
             "%d managed objects cached; %d workers take the backlog now",
-            len(self.targets.objects),
+            self.targets.count(),
             self.settings.workers,
         )
         self.queue.open_backlog()
@@ -253,7 +257,7 @@ class Controller:
         """A managed object changed or vanished under us: reconcile its SecretSync now."""
         if not self._targets_ready.is_set():
             return
-        owner = self.targets.owners.get(tkey)
+        owner = self.targets.owner_of(tkey)
         if owner is None and labels_of and labels_of.get(labels.SYNC_LABEL):
             candidate = (tkey[1], labels_of[labels.SYNC_LABEL])
             owner = candidate if candidate in self.syncs else None
@@ -262,7 +266,7 @@ class Controller:
 
     # --- SecretSync intake ---------------------------------------------------------------------
     async def _watch_syncs(self, namespace: str | None, lists_may_start: asyncio.Event) -> None:
-        path = f"/apis/{models_base.GROUP}/{models_base.VERSION}/secretsyncs"
+        path = customresources.collection_path(sync.PLURAL)
         seen: set[state.SyncKey] = set()
         # Objects a watch event deleted while a LIST was still arriving: a list item may show them
         # from before their deletion (watching.py, early watch) and must not bring them back.
@@ -415,11 +419,11 @@ class Controller:
 
     def _on_resync(self, scopes: set[scope_mod.Scope], reason: str) -> None:
         now = self.clock()
-        if reason == "reconnect":
+        if reason == streams_mod.RESYNC_RECONNECT:
             metrics.RESYNCS_AFTER_RECONNECT.inc(len(scopes))
         # An event is news for these scopes: live. A (re)connect resync is a safety net over every
         # scope of the stream: backlog, so it never delays a new SecretSync.
-        live = reason != "reconnect"
+        live = reason != streams_mod.RESYNC_RECONNECT
         for scope in scopes:
             st = self.scopes.get(scope)
             if st is None:

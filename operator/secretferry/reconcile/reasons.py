@@ -15,9 +15,6 @@ READY: Final = "Ready"
 SYNCED: Final = "Synced"  # SecretSync: target written (or already up to date)
 LOGGED_IN: Final = "LoggedIn"  # (Cluster)MachineIdentity: login works
 
-# Ready=Unknown.
-PENDING: Final = "Pending"  # accepted, first reconcile not finished
-
 # Ready=False: the spec or its references.
 INVALID_SPEC: Final = "InvalidSpec"  # fails validation the CRD schema could not express
 IDENTITY_NOT_FOUND: Final = "IdentityNotFound"
@@ -53,5 +50,3 @@ KUBERNETES_ERROR: Final = "KubernetesError"  # the apiserver refused a write for
 STREAMING: Final = "Streaming"
 POLLING: Final = "Polling"
 INSTANT_UPDATES_DISABLED: Final = "InstantUpdatesDisabled"
-STREAM_UNAVAILABLE: Final = "StreamUnavailable"  # the stream failed; polling until it reconnects
-STREAM_HEALTHY: Final = "StreamHealthy"

@@ -31,7 +31,6 @@ from secretferry.kube import workloads
 from secretferry.models import secretsync as sync_models
 
 log = logging.getLogger(__name__)
-RESTART_ANNOTATION_PREFIX = "secretferry.io/restart-"
 WorkloadKey = tuple[str, str, str]  # (kind, namespace, name)
 
 

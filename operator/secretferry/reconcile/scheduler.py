@@ -38,6 +38,9 @@ K = TypeVar("K", bound=Hashable)
 log = logging.getLogger(__name__)
 
 
+_DUE_TOLERANCE_SECONDS = 1e-6
+
+
 @dataclass
 class _Run:
     """The job a worker task is running (visible to the job through a context variable)."""
@@ -237,8 +240,10 @@ class Scheduler(Generic[K]):
 
     async def _timer(self) -> None:
         while True:
+            # A due time a rounding error ahead counts as due: waiting a timeout that rounds to
+            # zero would otherwise spin (a virtual clock never moves on by itself).
             now = self._clock()
-            while self._delayed and self._delayed[0][0] <= now:
+            while self._delayed and self._delayed[0][0] <= now + _DUE_TOLERANCE_SECONDS:
                 due, _, key = heapq.heappop(self._delayed)
                 if self._delayed_due.get(key) == due:
                     del self._delayed_due[key]

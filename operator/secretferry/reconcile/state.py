@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from secretferry.models import base as models_base
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import reasons, slim
 from secretferry.service import scopes as scope_mod
@@ -20,6 +21,8 @@ from secretferry.service import scopes as scope_mod
 SyncKey = tuple[str, str]  # (namespace, name)
 TargetKey = tuple[str, str, str]  # (kind, namespace, name)
 FORCE_SYNC_ANNOTATION = "secretferry.io/force-sync"
+# Only a fallback: ``bind`` records every key's interval before the key joins a scope.
+_DEFAULT_REFRESH_SECONDS = models_base.parse_duration(sync_models.DEFAULT_REFRESH_INTERVAL)
 
 
 @dataclass
@@ -155,7 +158,10 @@ class ScopeIndex:
     def interval(self, scope: scope_mod.Scope, *, streaming_seconds: float) -> float:
         """Resync period: relaxed while the scope's stream is healthy, else the shortest asked for."""
         state = self._scopes[scope]
-        polling = min((self._intervals.get(k, 300.0) for k in state.keys), default=300.0)
+        polling = min(
+            (self._intervals.get(k, _DEFAULT_REFRESH_SECONDS) for k in state.keys),
+            default=_DEFAULT_REFRESH_SECONDS,
+        )
         if state.streamed and state.mode == reasons.STREAMING:
             return max(polling, streaming_seconds)
         return polling
@@ -176,49 +182,97 @@ class ScopeIndex:
         return seconds * (1.0 + self._rng.uniform(-self._jitter, self._jitter))
 
 
-@dataclass
 class TargetCache:
-    """Managed Secrets/ConfigMaps as the watch last saw them, and what we wrote last."""
+    """Managed Secrets/ConfigMaps as the watch last saw them, who owns each, and what we wrote last.
 
-    objects: dict[TargetKey, dict[str, Any]] = field(default_factory=dict)
-    owners: dict[TargetKey, SyncKey] = field(default_factory=dict)
-    owned: dict[SyncKey, set[TargetKey]] = field(default_factory=dict)
-    """The reverse of ``owners``: deleting 10,000 SecretSyncs must not scan all targets each time."""
-    written_versions: dict[TargetKey, str] = field(default_factory=dict)
+    Kept behind methods named for each job (the watch, the writes, the repair), so that the
+    bookkeeping of owners and of writes in flight stays consistent in one place.
+    """
 
-    def own(self, target: TargetKey, owner: SyncKey) -> None:
-        previous = self.owners.get(target)
-        if previous == owner:
-            return
-        if previous is not None:
-            self.owned.get(previous, set()).discard(target)
-        self.owners[target] = owner
-        self.owned.setdefault(owner, set()).add(target)
+    def __init__(self) -> None:
+        self._objects: dict[TargetKey, dict[str, Any]] = {}
+        self._owners: dict[TargetKey, SyncKey] = {}
+        self._owned: dict[SyncKey, set[TargetKey]] = {}
+        """The reverse of ``_owners``: deleting 10,000 SecretSyncs must not scan all targets each time."""
+        self._written_versions: dict[TargetKey, str] = {}
+        self._expected: dict[TargetKey, int] = {}
+        """Fingerprint of the data a write in flight will leave (process-internal, never shown)."""
 
-    def release(self, owner: SyncKey) -> None:
-        for target in self.owned.pop(owner, set()):
-            if self.owners.get(target) == owner:
-                del self.owners[target]
-
-    expected: dict[TargetKey, int] = field(default_factory=dict)
-    """Fingerprint of the data a write in flight will leave (process-internal, never shown)."""
-
+    # --- what the watch saw -------------------------------------------------------------------
     def remember(self, key: TargetKey, obj: Mapping[str, Any]) -> None:
         """Cache the parts of an object the drift checks read (``slim.target``): at 10,000 Secrets
         the rest (``managedFields`` above all) is tens of MiB."""
-        self.objects[key] = slim.target(obj)
+        self._objects[key] = slim.target(obj)
 
+    def forget(self, key: TargetKey) -> None:
+        """The object is gone (a watch DELETED event)."""
+        self._objects.pop(key, None)
+
+    def forget_unseen(self, kind: str, *, namespace: str | None, seen: set[TargetKey]) -> list[TargetKey]:
+        """After a full listing of ``kind`` (in ``namespace``, or everywhere when None): drop the
+        cached objects the listing did not show, and return their keys."""
+        gone = [
+            k
+            for k in self._objects
+            if k[0] == kind and k not in seen and (namespace is None or k[1] == namespace)
+        ]
+        for key in gone:
+            del self._objects[key]
+        return gone
+
+    def last_seen(self, key: TargetKey) -> dict[str, Any] | None:
+        """The object as the watch last saw it (slimmed), or None when it is not known to exist."""
+        return self._objects.get(key)
+
+    def count(self) -> int:
+        """How many managed objects are cached."""
+        return len(self._objects)
+
+    # --- ownership ------------------------------------------------------------------------------
+    def own(self, target: TargetKey, owner: SyncKey) -> None:
+        previous = self._owners.get(target)
+        if previous == owner:
+            return
+        if previous is not None:
+            self._owned.get(previous, set()).discard(target)
+        self._owners[target] = owner
+        self._owned.setdefault(owner, set()).add(target)
+
+    def release(self, owner: SyncKey) -> None:
+        for target in self._owned.pop(owner, set()):
+            if self._owners.get(target) == owner:
+                del self._owners[target]
+
+    def owner_of(self, target: TargetKey) -> SyncKey | None:
+        return self._owners.get(target)
+
+    # --- our writes and their echoes -----------------------------------------------------------
     def expect(self, key: TargetKey, data: Mapping[str, str]) -> None:
-        self.expected[key] = fingerprint(data)
+        """A write of ``data`` is about to be sent: its watch echo is not drift."""
+        self._expected[key] = fingerprint(data)
+
+    def write_failed(self, key: TargetKey) -> None:
+        """The write announced by ``expect`` did not happen: expect no echo of it."""
+        self._expected.pop(key, None)
+
+    def written(self, key: TargetKey, result: Mapping[str, Any], *, cache: bool) -> None:
+        """Remember what a write left (``result``: the object the apiserver returned), so that its
+        watch echo is not mistaken for drift; ``cache`` also keeps it as the object last seen."""
+        version = (result.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self._written_versions[key] = str(version)
+        self._expected.pop(key, None)
+        if cache:
+            self.remember(key, result)
 
     def is_echo(self, key: TargetKey, obj: Mapping[str, Any]) -> bool:
         """A watch event of our own write: nothing to repair. Matched by resourceVersion once the
         write has returned, and by the data written while it is still in flight (the watch event
         often arrives first)."""
         version = (obj.get("metadata") or {}).get("resourceVersion")
-        if version is not None and self.written_versions.get(key) == version:
+        if version is not None and self._written_versions.get(key) == version:
             return True
-        expected = self.expected.get(key)
+        expected = self._expected.get(key)
         return expected is not None and expected == fingerprint(obj.get("data") or {})
 
 

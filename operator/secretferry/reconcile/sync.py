@@ -281,7 +281,7 @@ async def _write(
     refused = guards.protected_name(want, protected)
     if refused is not None:
         raise _Refused(*refused, retriable=False)
-    actual = deps.targets.objects.get(tkey)
+    actual = deps.targets.last_seen(tkey)
     if actual is None and want.creation_policy != "Merge":
         created = await _create(deps, tkey, want)
         if created is not None:
@@ -317,10 +317,10 @@ async def _write(
                 deps.kube, kind=want.kind, namespace=want.namespace, name=want.name, keys=sorted(remove)
             )
     except kube_errors.KubeError as exc:
-        deps.targets.expected.pop(tkey, None)
+        deps.targets.write_failed(tkey)
         failure = outcomes.from_kube_error(exc, what=f"writing {what}")
         raise _Refused(failure.reason, failure.message, retriable=failure.retriable) from exc
-    _written(deps, tkey, result, cache=want.creation_policy != "Merge")
+    deps.targets.written(tkey, result, cache=want.creation_policy != "Merge")
     log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys))
     metrics.WRITES.labels(reason=why).inc()
     return True, keys
@@ -356,16 +356,6 @@ async def _replace(
     await objects.delete(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name, uid=uid)
 
 
-def _written(deps: Deps, tkey: state.TargetKey, result: dict[str, Any], *, cache: bool) -> None:
-    """Remember what a write left, so that its watch echo is not mistaken for drift."""
-    version = (result.get("metadata") or {}).get("resourceVersion")
-    if version:
-        deps.targets.written_versions[tkey] = str(version)
-    deps.targets.expected.pop(tkey, None)
-    if cache:
-        deps.targets.remember(tkey, result)
-
-
 async def _create(
     deps: Deps, tkey: state.TargetKey, want: desired_mod.DesiredObject
 ) -> dict[str, Any] | None:
@@ -376,13 +366,13 @@ async def _create(
     try:
         result = await objects.create(deps.kube, manifest)
     except kube_errors.AlreadyExists:
-        deps.targets.expected.pop(tkey, None)
+        deps.targets.write_failed(tkey)
         return None
     except kube_errors.KubeError as exc:
-        deps.targets.expected.pop(tkey, None)
+        deps.targets.write_failed(tkey)
         failure = outcomes.from_kube_error(exc, what=f"creating {want.kind} {want.namespace}/{want.name}")
         raise _Refused(failure.reason, failure.message, retriable=failure.retriable) from exc
-    _written(deps, tkey, result, cache=True)
+    deps.targets.written(tkey, result, cache=True)
     log.info(
         "created %s %s/%s: keys %s", want.kind, want.namespace, want.name, ", ".join(sorted(want.string_data))
     )

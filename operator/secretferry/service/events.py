@@ -5,6 +5,8 @@ byte the server sends. Heartbeats come in three forms (``event: ping`` with no d
 and on the oldest servers the single byte ``1`` with no newline and no SSE framing at all), and a
 chunk that completes nothing is still proof of life. So every chunk yields at least one message: a
 ``SecretEvent`` when one is complete, otherwise a ``Heartbeat`` ("alive, nothing to act on").
+httpx-sse's ``aiter_sse`` yields only complete events (comments dropped, the bare ``1`` never
+completes one), so it would starve the watchdog; that is why it is not a dependency.
 
 The real service has shipped three generations of this stream, and the seed documents a fourth
 shape (service-contract.md, "Event stream"); all are understood here:

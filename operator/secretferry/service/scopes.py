@@ -97,8 +97,9 @@ class SlugCache:
     def __init__(
         self,
         *,
-        # Project ids never change; a slug is re-pointed only if a project is recreated, which
-        # ``forget`` (called when a list answers 404) handles. So positives are kept forever.
+        # Project ids never change, so positives are kept forever. A slug is re-pointed only when
+        # a project is deleted and recreated under it; the old id then answers 404 (SourceNotFound)
+        # until the operator restarts.
         ttl_seconds: float | None = None,
         # Long enough to absorb a burst of resources with the same typo, short enough that
         # creating the project is noticed within a reconcile or two.
@@ -141,9 +142,6 @@ class SlugCache:
         entry.project_id, entry.not_found = project.id, None
         entry.expires_at = None if self._ttl is None else self._clock() + self._ttl
         return project.id
-
-    def forget(self, identity_key: str, slug: str) -> None:
-        self._entries.pop((identity_key, slug), None)
 
 
 def _retrieve(task: asyncio.Task[str]) -> None:

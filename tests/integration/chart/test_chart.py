@@ -8,7 +8,6 @@ what the ServiceAccount may do. (The end-to-end sync under the chart's token liv
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -143,12 +142,7 @@ def can_i(cp: ControlPlane, release: Release, verb: str, resource: str, *where: 
     not serve (Argo Rollouts is not installed here); those go to a SubjectAccessReview directly.
     """
     argv = ["auth", "can-i", verb, resource, f"--as={release.user}", *where]
-    proc = subprocess.run(
-        [str(cp.bin_dir / "kubectl"), "--kubeconfig", str(cp.kubeconfig), *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = cp.kubectl_run(*argv)
     if "doesn't have a resource type" in proc.stderr:
         return _review(cp, release, verb, resource, *where)
     assert proc.stdout.strip() in {"yes", "no"}, proc.stderr

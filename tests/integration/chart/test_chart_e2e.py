@@ -1,4 +1,4 @@
-"""Issue 6 acceptance: the chart's RBAC, proven by the operator itself.
+"""The chart's RBAC is enough and no more, proven by the operator itself.
 
 A real ``helm install`` into the local control plane; then the operator process runs
 AUTHENTICATED AS THE CHART'S ServiceAccount (a bearer token from TokenRequest, not the admin
@@ -13,7 +13,6 @@ instead, which is why the token and the env are taken from the installed objects
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import ssl
@@ -27,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from chart_helpers import CHART, Helm, operator_harness
 
 from secretferry.devcluster.cluster import ControlPlane
@@ -116,29 +114,6 @@ def _deployment_env(cp: ControlPlane, namespace: str, name: str) -> dict[str, st
     return env
 
 
-def _token_kubeconfig(cp: ControlPlane, token: str, path: Path) -> Path:
-    """A kubeconfig that authenticates with the bearer token only (no client certificate)."""
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "dev",
-                "cluster": {
-                    "server": cp.server,
-                    "certificate-authority-data": base64.b64encode(cp.ca_pem.encode()).decode(),
-                },
-            }
-        ],
-        "users": [{"name": "chart-sa", "user": {"token": token}}],
-        "contexts": [{"name": "chart-sa", "context": {"cluster": "dev", "user": "chart-sa"}}],
-        "current-context": "chart-sa",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
-
-
 def _as_token(
     cp: ControlPlane, token: str, method: str, path: str, body: dict[str, Any] | None = None
 ) -> int:
@@ -179,7 +154,7 @@ def _namespaces(cp: ControlPlane, count: int) -> list[str]:
 def _start_as_chart_sa(cp: ControlPlane, release: Installed, tmp_path: Path) -> tuple[OperatorProcess, str]:
     token = cp.token_for(release.namespace, release.service_account, expiration_seconds=3600)
     assert _whoami(cp, token) == f"system:serviceaccount:{release.namespace}:{release.service_account}"
-    kubeconfig = _token_kubeconfig(cp, token, tmp_path / "chart-sa.kubeconfig")
+    kubeconfig = cp.token_kubeconfig(token, tmp_path / "chart-sa.kubeconfig")
     env = {k: v for k, v in release.deployment_env.items() if k not in _LOCAL_ONLY}
     op = OperatorProcess(kubeconfig=kubeconfig, log_path=tmp_path / "operator.log", env={**env, **_FAST})
     op.start()

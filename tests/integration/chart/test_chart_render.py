@@ -70,7 +70,6 @@ def test_values_map_onto_settings(render: Render) -> None:
                 "config.logLevel=DEBUG",
                 "config.logFormat=text",
                 "config.workers=8",
-                "config.defaultRefreshIntervalSeconds=60",
                 "config.streamingRefreshIntervalSeconds=1800",
                 "config.rolloutCooldownSeconds=5",
                 "metrics.port=9090",
@@ -88,7 +87,6 @@ def test_values_map_onto_settings(render: Render) -> None:
     assert env["SECRETFERRY_LOG_LEVEL"] == "DEBUG"
     assert env["SECRETFERRY_LOG_FORMAT"] == "text"
     assert env["SECRETFERRY_WORKERS"] == "8"
-    assert env["SECRETFERRY_DEFAULT_REFRESH_INTERVAL_SECONDS"] == "60"
     assert env["SECRETFERRY_STREAMING_REFRESH_INTERVAL_SECONDS"] == "1800"
     assert env["SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS"] == "5"
     assert env["SECRETFERRY_METRICS_PORT"] == "9090"

@@ -4,23 +4,17 @@ TokenReview, garbage collection, Deployment rollouts and served CRDs."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 
 import pytest
 
 from secretferry.devcluster.cluster import ControlPlane
+from waiting import eventually
 
 pytestmark = pytest.mark.integration
 
 
-def _eventually(check: Callable[[], bool], *, timeout: float = 60.0, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+# A garbage collection or a rollout by the controller-manager can take a while on a busy machine.
+SETTLE_SECONDS = 60.0
 
 
 def _get_json(cp: ControlPlane, *args: str) -> dict[str, object]:
@@ -82,19 +76,11 @@ def test_garbage_collection_follows_owner_references(control_plane: ControlPlane
     def gone() -> bool:
         return "NotFound" in _stderr_of_get(control_plane, "secret", "owned", namespace)
 
-    _eventually(gone, what="the owned Secret to be collected")
+    eventually(gone, what="the owned Secret to be collected", timeout=SETTLE_SECONDS)
 
 
 def _stderr_of_get(cp: ControlPlane, kind: str, name: str, namespace: str) -> str:
-    import subprocess
-
-    proc = subprocess.run(
-        [str(cp.bin_dir / "kubectl"), "--kubeconfig", str(cp.kubeconfig), "get", kind, name, "-n", namespace],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return proc.stderr
+    return cp.kubectl_run("get", kind, name, "-n", namespace).stderr
 
 
 def _replicasets(cp: ControlPlane, namespace: str) -> list[dict[str, object]]:
@@ -119,12 +105,20 @@ def test_pod_template_patch_creates_a_new_replicaset(control_plane: ControlPlane
             },
         }
     )
-    _eventually(lambda: len(_replicasets(control_plane, namespace)) == 1, what="the first ReplicaSet")
+    eventually(
+        lambda: len(_replicasets(control_plane, namespace)) == 1,
+        what="the first ReplicaSet",
+        timeout=SETTLE_SECONDS,
+    )
     patch = {"spec": {"template": {"metadata": {"annotations": {"secretferry.io/restartedAt": "1"}}}}}
     control_plane.kubectl(
         "patch", "deployment", "web", "-n", namespace, "--type=merge", "-p", json.dumps(patch)
     )
-    _eventually(lambda: len(_replicasets(control_plane, namespace)) == 2, what="a second ReplicaSet")
+    eventually(
+        lambda: len(_replicasets(control_plane, namespace)) == 2,
+        what="a second ReplicaSet",
+        timeout=SETTLE_SECONDS,
+    )
 
 
 CRD = """
@@ -170,6 +164,6 @@ def test_crd_from_yaml_is_served(control_plane: ControlPlane, namespace: str) ->
             return False  # discovery may lag the Established condition by a moment
         return True
 
-    _eventually(created, what="the Widget to be accepted")
+    eventually(created, what="the Widget to be accepted", timeout=SETTLE_SECONDS)
     got = _get_json(control_plane, "widget", "w", "-n", namespace)
     assert got["spec"] == {"size": 3}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -16,25 +15,12 @@ from secretferry.kube import client, errors
 pytestmark = pytest.mark.integration
 
 
-def _token_kubeconfig(cp: ControlPlane, token: str, path: Path, *, server: str | None = None) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "c",
-                "cluster": {
-                    "server": server or cp.server,
-                    "certificate-authority-data": base64.b64encode(cp.ca_pem.encode()).decode(),
-                },
-            }
-        ],
-        "users": [{"name": "u", "user": {"token": token}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
+def _pointed_at(kubeconfig: Path, server: str) -> Path:
+    """The same kubeconfig, with its one cluster's address replaced by ``server``."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = server
+    kubeconfig.write_text(yaml.safe_dump(config))
+    return kubeconfig
 
 
 def _reader_token(cp: ControlPlane, namespace: str) -> str:
@@ -76,7 +62,7 @@ async def test_service_account_token_kubeconfig(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     token = _reader_token(control_plane, namespace)
-    kube = await client.connect(kubeconfig=str(_token_kubeconfig(control_plane, token, tmp_path / "kc")))
+    kube = await client.connect(kubeconfig=str(control_plane.token_kubeconfig(token, tmp_path / "kc")))
     try:
         listed = await kube.request("GET", f"/api/v1/namespaces/{namespace}/secrets")
         assert listed["items"] == []
@@ -87,7 +73,7 @@ async def test_service_account_token_kubeconfig(
 
 
 async def test_bad_token_is_unauthorized(control_plane: ControlPlane, tmp_path: Path) -> None:
-    kube = await client.connect(kubeconfig=str(_token_kubeconfig(control_plane, "garbage", tmp_path / "kc")))
+    kube = await client.connect(kubeconfig=str(control_plane.token_kubeconfig("garbage", tmp_path / "kc")))
     try:
         with pytest.raises(errors.Unauthorized):
             await kube.request("GET", "/api/v1/namespaces")
@@ -132,7 +118,7 @@ async def test_no_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 async def test_connection_refused_is_unavailable(control_plane: ControlPlane, tmp_path: Path) -> None:
     dead = f"https://127.0.0.1:{free_port()}"
     kube = await client.connect(
-        kubeconfig=str(_token_kubeconfig(control_plane, "t", tmp_path / "kc", server=dead))
+        kubeconfig=str(_pointed_at(control_plane.token_kubeconfig("t", tmp_path / "kc"), dead))
     )
     try:
         with pytest.raises(errors.Unavailable) as caught:

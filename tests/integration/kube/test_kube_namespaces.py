@@ -1,4 +1,4 @@
-"""Namespace labels from the apiserver, fed to the selector matcher."""
+"""Namespace labels from the apiserver, as the allowedNamespaces selector reads them."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.kube import client, errors, namespaces
+from secretferry.models import base as models_base
 
 pytestmark = pytest.mark.integration
 
@@ -15,6 +16,6 @@ async def test_labels(kube: client.Kube, control_plane: ControlPlane, namespace:
     labels = await namespaces.labels(kube, namespace)
     assert labels["team"] == "payments"
     assert labels["kubernetes.io/metadata.name"] == namespace
-    assert namespaces.matches_selector(labels, {"matchLabels": {"team": "payments"}})
+    assert models_base.LabelSelector.model_validate({"matchLabels": {"team": "payments"}}).matches(labels)
     with pytest.raises(errors.NotFound):
         await namespaces.labels(kube, "no-such-namespace")

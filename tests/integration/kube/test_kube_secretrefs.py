@@ -10,20 +10,20 @@ from secretferry.kube import client, errors, secretrefs
 pytestmark = pytest.mark.integration
 
 
-async def test_read_key(kube: client.Kube, control_plane: ControlPlane, namespace: str) -> None:
+async def test_values_are_read_and_what_is_missing_is_named_never_the_value(
+    kube: client.Kube, control_plane: ControlPlane, namespace: str
+) -> None:
     control_plane.kubectl(
         "create", "secret", "generic", "creds", "-n", namespace, "--from-literal=clientSecret=s3cr3t-välue"
     )
-    assert (
-        await secretrefs.read_key(kube, namespace=namespace, name="creds", key="clientSecret")
-        == "s3cr3t-välue"
-    )
+    creds = await secretrefs.read(kube, namespace=namespace, name="creds")
+    assert creds.value("clientSecret") == "s3cr3t-välue"
     with pytest.raises(errors.SecretKeyMissing) as missing:
-        await secretrefs.read_key(kube, namespace=namespace, name="creds", key="clientId")
+        creds.value("clientId")
     assert f"Secret {namespace}/creds" in str(missing.value) and "'clientId'" in str(missing.value)
     assert "s3cr3t" not in str(missing.value)
     with pytest.raises(errors.NotFound) as gone:
-        await secretrefs.read_key(kube, namespace=namespace, name="nope", key="k")
+        await secretrefs.read(kube, namespace=namespace, name="nope")
     assert f"Secret {namespace}/nope not found" in str(gone.value)
 
 
@@ -35,8 +35,9 @@ async def test_binary_value_is_refused_without_quoting_it(
         f"/api/v1/namespaces/{namespace}/secrets",
         body={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bin"}, "data": {"k": "/w=="}},
     )
+    binary = await secretrefs.read(kube, namespace=namespace, name="bin")
     with pytest.raises(errors.SecretValueUndecodable) as caught:
-        await secretrefs.read_key(kube, namespace=namespace, name="bin", key="k")
+        binary.value("k")
     assert caught.value.__cause__ is None
     assert "xff" not in str(caught.value).lower()
 

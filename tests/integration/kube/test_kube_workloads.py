@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
+import json
 from typing import Any
 
 import pytest
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.kube import client, errors, workloads
+from waiting import eventually
 
 pytestmark = pytest.mark.integration
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], *, wait_seconds: float = 60.0, what: str) -> None:
-    deadline = time.monotonic() + wait_seconds
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+# A rollout by the controller-manager can take a while on a busy machine.
+SETTLE_SECONDS = 60.0
 
 
 def _deployment(name: str, namespace: str, *, secret: str | None, opted_in: bool) -> dict[str, Any]:
@@ -93,11 +88,14 @@ async def test_restart_rolls_a_new_replicaset(
 ) -> None:
     control_plane.apply(_deployment("web", namespace, secret="s", opted_in=True))
 
-    async def replicasets(count: int) -> bool:
-        listed = await kube.request("GET", f"/apis/apps/v1/namespaces/{namespace}/replicasets")
+    def replicasets(count: int) -> bool:
+        listed = json.loads(control_plane.kubectl("get", "replicasets", "-n", namespace, "-o", "json"))
         return len(listed["items"]) == count
 
-    await eventually(lambda: replicasets(1), what="the first ReplicaSet")
+    # polled in a thread (kubectl is a subprocess): the test's event loop stays free
+    await asyncio.to_thread(
+        eventually, lambda: replicasets(1), what="the first ReplicaSet", timeout=SETTLE_SECONDS
+    )
     await workloads.restart(
         kube,
         kind="Deployment",
@@ -105,7 +103,12 @@ async def test_restart_rolls_a_new_replicaset(
         name="web",
         annotations={"secretferry.io/restartedAt": "t1"},
     )
-    await eventually(lambda: replicasets(2), what="a second ReplicaSet after the restart")
+    await asyncio.to_thread(
+        eventually,
+        lambda: replicasets(2),
+        what="a second ReplicaSet after the restart",
+        timeout=SETTLE_SECONDS,
+    )
     deployment = await kube.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/web")
     template_annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     assert template_annotations == {"secretferry.io/restartedAt": "t1"}

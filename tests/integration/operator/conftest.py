@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,22 +55,7 @@ def operator(
 
 
 def events_text(control_plane: ControlPlane, namespace: str) -> str:
-    return subprocess.run(
-        [
-            str(control_plane.bin_dir / "kubectl"),
-            "--kubeconfig",
-            str(control_plane.kubeconfig),
-            "get",
-            "events",
-            "-n",
-            namespace,
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
+    return control_plane.kubectl("get", "events", "-n", namespace, "-o", "json", check=False)
 
 
 @pytest.fixture

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
 from secretferry.devserver.testing import DevServer, kubernetes_auth
+
+# One polling helper for every integration test; re-exported for the operator and chart tests.
+from waiting import eventually as eventually
 
 ORG_ID = "0f000000-0000-4000-8000-000000000001"
 PROJECT_ID = "0f000000-0000-4000-8000-0000000000a1"
@@ -23,7 +23,6 @@ AUDIENCE = "secretferry-test"
 # On a ServiceAccount or Secret: the MachineIdentities that may use it (reconcile/tenancy.py).
 ALLOWED_IDENTITIES = "secretferry.io/allowed-identities"
 OPERATOR_NAMESPACE = "secretferry-system"
-T = TypeVar("T")
 
 
 def seed(cp: ControlPlane, *, reviewer_token: str) -> dict[str, Any]:
@@ -65,37 +64,8 @@ def seed(cp: ControlPlane, *, reviewer_token: str) -> dict[str, Any]:
     }
 
 
-def eventually(
-    check: Callable[[], T | None], *, timeout: float = 30.0, what: str, interval: float = 0.2
-) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
-
-
 def get(cp: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
-    proc = subprocess.run(
-        [
-            str(cp.bin_dir / "kubectl"),
-            "--kubeconfig",
-            str(cp.kubeconfig),
-            "get",
-            kind,
-            name,
-            "-n",
-            namespace,
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = cp.kubectl_run("get", kind, name, "-n", namespace, "-o", "json")
     if proc.returncode != 0:
         if "NotFound" in proc.stderr:
             return None

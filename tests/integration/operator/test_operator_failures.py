@@ -1,4 +1,4 @@
-"""Failure semantics (issue 4): whatever the service does, an existing Secret stays exactly as it
+"""Failure semantics: whatever the service does, an existing Secret stays exactly as it
 is, status says why, and the operator recovers when the fault ends. Also: re-login after token
 expiry with a freshly minted ServiceAccount token, and one list call per scope per cycle."""
 

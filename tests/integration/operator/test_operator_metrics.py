@@ -1,4 +1,4 @@
-"""Every metric README documents is emitted (issue 12): after a sync that writes a Secret, takes an
+"""Every metric README documents is emitted: after a sync that writes a Secret, takes an
 event from its stream and restarts a workload, ``/metrics`` has at least one sample of each name
 in README's Metrics table. The names come from README itself, so documenting a metric without
 emitting it fails here."""

@@ -1,4 +1,4 @@
-"""After an outage of the service (issue 12): one login per identity, every scope converges within
+"""After an outage of the service: one login per identity, every scope converges within
 seconds of the service coming back (not after each scope's own backoff), and access tokens the
 operator stops using are revoked at the service.
 

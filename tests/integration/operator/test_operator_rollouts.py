@@ -1,4 +1,4 @@
-"""Rollouts only on real change (issue 5): a consuming Deployment gets a new ReplicaSet after a
+"""Rollouts only on real change: a consuming Deployment gets a new ReplicaSet after a
 value change, none after an unrelated change or an operator restart, and one for a burst of
 changes inside the cooldown. Also: the force-sync annotation."""
 

@@ -1,4 +1,4 @@
-"""Issue 4 acceptance: SecretSyncs reconciled into Secrets against the real control plane and the
+"""End to end: SecretSyncs reconciled into Secrets against the real control plane and the
 dev server, with Kubernetes auth through a real TokenReview."""
 
 from __future__ import annotations

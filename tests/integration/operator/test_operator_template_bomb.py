@@ -1,4 +1,4 @@
-"""Issue 12, item 4, replayed by a hostile tenant: a template bomb stalls no one.
+"""A hostile tenant's template bomb stalls no one.
 
 The tenant (``hostile``: a namespace user's rights only) applies SecretSyncs whose templates burn
 CPU or memory. They read the very scope a canary SecretSync in another namespace reads, so every

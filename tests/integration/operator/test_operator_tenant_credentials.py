@@ -1,4 +1,4 @@
-"""Issue 12, replayed by a hostile tenant: no token and no Secret value leaves through the operator.
+"""A hostile tenant tries to steal credentials: no token and no Secret value leaves through the operator.
 
 The tenant may create MachineIdentities and SecretSyncs in its namespace and nothing else (the
 ``hostile`` fixture). Each test points the operator at credentials the tenant cannot read and at a
@@ -170,7 +170,7 @@ def _host_port(url: str) -> str:
 def test_token_theft_to_a_tenant_host_sends_nothing_and_mints_nothing(
     control_plane: ControlPlane, operator: OperatorProcess, hostile: tenant.Tenant, namespace: str
 ) -> None:
-    """Issue 12 attack 1: a 48 h apiserver-audience token POSTed over http to the tenant's listener.
+    """Token theft: the tenant points an identity at its own http listener to catch a 48 h token.
 
     Worst case on purpose: the ServiceAccount opted in to an identity of this very name (its owner
     trusts ``deploy-id``), and the tenant, who may update MachineIdentities, repoints that identity.
@@ -212,7 +212,7 @@ def test_secret_theft_to_a_tenant_host_sends_nothing(
     hostile: tenant.Tenant,
     namespace: str,
 ) -> None:
-    """Issue 12 attack 2: a Secret the tenant cannot read, as a client secret or an access token.
+    """Secret theft: the tenant names a Secret it cannot read as a client secret or an access token.
 
     To the tenant's host: refused before the Secret is read. To the allowed host: the Secret did
     not opt in, so it is not used either (the dev server sees no login).

@@ -1,4 +1,4 @@
-"""Issue 12, items 3 and 5: a tenant who may only create our kinds writes through the operator
+"""A tenant who may only create our kinds writes through the operator
 into no Secret they could not write themselves, and no mistake at the service empties a Secret.
 
 The tenant (``hostile``) has exactly a namespace user's rights: it cannot read or write Secrets.

@@ -1,4 +1,4 @@
-"""A self-hosted server older than v4 (issue 13): no v4 list, so the operator lists through v3 raw.
+"""A self-hosted server older than v4: no v4 list, so the operator lists through v3 raw.
 
 The dev server runs with ``--no-v4``: every ``/api/v4/secrets`` route answers like a route the
 real server never had (Fastify's 404). The operator must notice that once for the host, say so

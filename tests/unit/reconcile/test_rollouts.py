@@ -1,9 +1,14 @@
-"""Rollout planning: one workload listing per namespace and batch, however many Secrets changed."""
+"""Rollout planning: one workload listing per namespace and batch, however many Secrets changed.
+
+On virtual loop time (``looptime``): the fake apiserver's latency costs no wall time.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+import pytest
 
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import rollouts
@@ -15,6 +20,9 @@ REF = {
     "namespace": "team",
     "uid": "u",
 }
+LATENCY_SECONDS = 0.02  # per fake apiserver call: long enough for changes to pile up behind a listing
+
+pytestmark = pytest.mark.looptime
 
 
 def _deployment(name: str, secret: str) -> dict[str, Any]:
@@ -25,7 +33,7 @@ def _deployment(name: str, secret: str) -> dict[str, Any]:
 
 
 class FakeKube:
-    """Answers workload listings (slowly, like a loaded apiserver) and records every call."""
+    """Answers workload listings (each call takes ``LATENCY_SECONDS``) and records every call."""
 
     def __init__(self, deployments: list[dict[str, Any]]) -> None:
         self.deployments = deployments
@@ -34,7 +42,7 @@ class FakeKube:
 
     async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
         self.calls.append((method, path))
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(LATENCY_SECONDS)
         if method == "GET":
             return {"items": self.deployments if path.endswith("/deployments") else []}
         return {}
@@ -63,10 +71,8 @@ async def test_a_burst_of_changes_in_one_namespace_lists_workloads_once_per_kind
         manager.data_changed(_sync("team", f"app{i}"), f"s{i}", f"hmac-{i}", ref)
     explicit = _sync("team", "extra", rolloutRestartTargets=[{"kind": "StatefulSet", "name": "db"}])
     manager.data_changed(explicit, "s-extra", "hmac-x", ref)
-    for _ in range(300):
-        await asyncio.sleep(0.02)
-        if manager.restarts == 4:
-            break
+    await asyncio.sleep(10)  # virtual: far more than 51 calls' latency
+    assert manager.restarts == 4
     gets = [path for method, path in kube.calls if method == "GET"]
     patches = sorted(
         path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1] for m, path in kube.calls if m == "PATCH"
@@ -84,13 +90,12 @@ async def test_a_change_during_a_listing_gets_a_listing_of_its_own() -> None:
     manager = rollouts.RolloutManager(kube, cooldown_seconds=0.0, instance="test")  # type: ignore[arg-type]
     ref: Any = REF
     manager.data_changed(_sync("team", "a"), "s0", "h0", ref)
-    await asyncio.sleep(0.01)  # the first listing is under way now
+    await asyncio.sleep(LATENCY_SECONDS / 2)  # the first listing is under way now
+    assert len(kube.calls) == 1
     kube.deployments = [_deployment("late", "s1")]
     manager.data_changed(_sync("team", "b"), "s1", "h1", ref)
-    for _ in range(300):
-        await asyncio.sleep(0.02)
-        if manager.restarts == 1:
-            break
+    await asyncio.sleep(10)  # virtual: far more than both listings' latency
+    assert manager.restarts == 1
     await manager.close()
     assert len([c for c in kube.calls if c[0] == "GET"]) == 6
     assert [path for m, path in kube.calls if m == "PATCH"] == [

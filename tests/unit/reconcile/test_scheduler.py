@@ -1,9 +1,16 @@
+"""The reconcile work queue, on virtual loop time (``looptime``): waits cost no wall time and the
+scheduler's clock is the loop's, so delays are asserted exactly."""
+
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from secretferry.reconcile import scheduler
 from secretferry.reconcile.scheduler import Scheduler
+
+pytestmark = pytest.mark.looptime
 
 
 async def test_live_work_runs_before_the_backlog() -> None:
@@ -68,40 +75,43 @@ async def test_a_key_never_runs_twice_at_once_and_reruns_when_dirty() -> None:
     assert runs == 2
 
 
-async def test_delayed_retry_and_forget() -> None:
-    done: list[str] = []
+async def test_delayed_retry_runs_when_due_and_forget_drops_it() -> None:
+    loop = asyncio.get_running_loop()
+    done: list[tuple[str, float]] = []
 
     async def work(key: str) -> None:
-        done.append(key)
+        done.append((key, loop.time()))
 
-    s: Scheduler[str] = Scheduler(work, workers=2)
+    s: Scheduler[str] = Scheduler(work, workers=2, clock=loop.time)
     s.start()
+    start = loop.time()
     s.enqueue_after("later", 0.05)
     s.enqueue_after("dropped", 0.05)
     s.forget("dropped")
-    await asyncio.sleep(0.02)
+    await asyncio.sleep(0.049)
     assert done == []
-    await asyncio.sleep(0.1)
-    await s.idle()
+    await asyncio.sleep(1)
     await s.stop()
-    assert done == ["later"]
+    assert done == [("later", pytest.approx(start + 0.05))]
 
 
 async def test_a_crashing_work_item_is_retried_later_not_lost() -> None:
-    calls = 0
+    loop = asyncio.get_running_loop()
+    calls: list[float] = []
 
     async def work(key: str) -> None:
-        nonlocal calls
-        calls += 1
+        calls.append(loop.time())
         raise RuntimeError("boom")
 
-    s: Scheduler[str] = Scheduler(work, workers=1)
+    s: Scheduler[str] = Scheduler(work, workers=1, clock=loop.time)
     s.start()
+    start = loop.time()
     s.enqueue("k")
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(4.9)
+    assert calls == [start]  # not hot-looping
+    await asyncio.sleep(0.2)
     await s.stop()
-    assert calls == 1
-    assert "k" in s._delayed_due  # queued for a slow retry
+    assert calls == [start, pytest.approx(start + 5.0)]  # retried slowly, not lost
 
 
 async def test_backlog_waits_until_opened_while_live_work_runs() -> None:
@@ -177,30 +187,36 @@ async def test_stepping_aside_waits_at_most_the_limit() -> None:
         await s.step_aside(max_wait_seconds=0.1)
         order.append(f"s:{key}")
 
+    loop = asyncio.get_running_loop()
     s: Scheduler[str] = Scheduler(work, workers=2)
     s.enqueue("slow", live=True)
     s.enqueue("a", live=True)
+    start = loop.time()
     s.start()
-    for _ in range(300):
-        await asyncio.sleep(0.01)
-        if "s:a" in order:
-            break
-    assert "s:a" in order and not gate.is_set()
+    await asyncio.sleep(0.099)
+    assert "s:a" not in order  # still waiting for the slow live work
+    await asyncio.sleep(0.002)
+    assert "s:a" in order and not gate.is_set()  # the limit, not the slow work, ended the wait
+    assert loop.time() - start == pytest.approx(0.101)
     gate.set()
     await s.idle()
     await s.stop()
 
 
 async def test_stepping_aside_outside_a_job_or_alone_returns_at_once() -> None:
+    loop = asyncio.get_running_loop()
     s: Scheduler[str] = Scheduler(lambda key: asyncio.sleep(0), workers=1)
-    await asyncio.wait_for(s.step_aside(max_wait_seconds=30.0), 1.0)
+    start = loop.time()
+    await s.step_aside(max_wait_seconds=30.0)
+    assert loop.time() == start
     order: list[str] = []
     s2: Scheduler[str] = Scheduler(lambda key: _write_then_status(s2, order, key), workers=2)
     s2.enqueue("only", live=True)
     s2.start()
-    await asyncio.wait_for(s2.idle(), 1.0)  # no other live work: no waiting for the 30 s limit
+    await s2.idle()
     await s2.stop()
     assert order == ["w:only", "s:only"]
+    assert loop.time() - start < 1.0  # no other live work: no waiting for the 30 s limit
 
 
 async def test_first_backlog_work_runs_after_live_before_the_rest_and_is_not_held_back() -> None:

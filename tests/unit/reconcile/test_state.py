@@ -66,9 +66,10 @@ def test_target_ownership_index() -> None:
     cache.own(("Secret", "ns", "b"), ("ns", "s1"))
     cache.own(("Secret", "ns", "b"), ("ns", "s2"))  # moved to another SecretSync
     cache.release(("ns", "s1"))
-    assert cache.owners == {("Secret", "ns", "b"): ("ns", "s2")}
+    assert cache.owner_of(("Secret", "ns", "a")) is None
+    assert cache.owner_of(("Secret", "ns", "b")) == ("ns", "s2")
     cache.release(("ns", "s2"))
-    assert cache.owners == {} and cache.owned == {}
+    assert cache.owner_of(("Secret", "ns", "b")) is None
 
 
 def test_leaving_the_stream_or_a_shorter_interval_takes_effect_now() -> None:

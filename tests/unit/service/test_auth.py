@@ -136,6 +136,7 @@ async def read_project(c: client.ServiceClient) -> str:
     return (await c.get_project_by_slug("my-project")).id
 
 
+@pytest.mark.looptime
 async def test_thousand_concurrent_callers_cause_one_login(
     api: client.ServiceClient, service: FakeService
 ) -> None:
@@ -178,6 +179,7 @@ async def test_second_auth_failure_is_raised(api: client.ServiceClient, service:
     assert service.logins == 2  # the first login, then exactly one re-login
 
 
+@pytest.mark.looptime
 async def test_concurrent_rejections_cause_one_relogin(
     api: client.ServiceClient, service: FakeService
 ) -> None:

@@ -91,6 +91,7 @@ class Top(random.Random):
         return b
 
 
+@pytest.mark.looptime
 async def test_concurrent_fetches_share_one_call(
     fetch: fetcher.ScopeFetcher, session: auth.AuthSession, service: FakeList
 ) -> None:
@@ -230,9 +231,12 @@ async def test_backoff_grows_with_consecutive_failures(
     assert fetch.failures["Unavailable"] == 6
 
 
+@pytest.mark.looptime
 async def test_cancelled_caller_does_not_cancel_the_shared_call(
     fetch: fetcher.ScopeFetcher, session: auth.AuthSession, service: FakeList
 ) -> None:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
     service.delay = 0.05
     first = asyncio.create_task(fetch.fetch(SCOPE, session))
     second = asyncio.create_task(fetch.fetch(SCOPE, session))
@@ -240,10 +244,12 @@ async def test_cancelled_caller_does_not_cancel_the_shared_call(
     first.cancel()
     result = await second
     assert result.changed and service.calls == 1
+    assert loop.time() - start == pytest.approx(0.05)  # the one call ran to its end
     with pytest.raises(asyncio.CancelledError):
         await first
 
 
+@pytest.mark.looptime
 async def test_newer_requirement_waits_for_a_fresh_call(
     fetch: fetcher.ScopeFetcher, session: auth.AuthSession, service: FakeList, clock: Clock
 ) -> None:
@@ -267,6 +273,7 @@ async def test_forget_drops_the_cache(
     assert service.if_none_match == [None, None]
 
 
+@pytest.mark.looptime
 async def test_scopes_are_independent(
     fetch: fetcher.ScopeFetcher, session: auth.AuthSession, service: FakeList
 ) -> None:

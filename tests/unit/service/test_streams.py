@@ -1,4 +1,9 @@
-"""StreamManager against fake streams (async queues); small real timings."""
+"""StreamManager against fake streams (async queues), on virtual loop time (``looptime``).
+
+Every wait (watchdog, debounce, backoff, refusal) costs no wall time, and the fakes record the loop
+time of each connect, close and resync, so delays are asserted exactly; only jittered backoff is
+asserted against its ceiling.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import pytest
 
 from secretferry.service import errors, events, scopes, streams
+
+pytestmark = pytest.mark.looptime
 
 Message = events.StreamMessage | BaseException | None
 
@@ -22,6 +29,8 @@ class Conn:
         self.registrations = tuple(registrations)
         self.queue: asyncio.Queue[Message] = asyncio.Queue()
         self.closed = False
+        self.opened_at = asyncio.get_running_loop().time()
+        self.closed_at: float | None = None
 
     async def messages(self) -> AsyncIterator[events.StreamMessage]:
         while True:
@@ -39,6 +48,7 @@ class Conn:
 class FakeService:
     def __init__(self) -> None:
         self.attempts = 0
+        self.attempted_at: list[float] = []  # loop time of each connect attempt
         self.refusals: list[BaseException] = []
         self.conns: list[Conn] = []
 
@@ -51,6 +61,7 @@ class FakeService:
         self, identity: str, project: str, registrations: Sequence[events.EventRegistration]
     ) -> AsyncIterator[AsyncIterator[events.StreamMessage]]:
         self.attempts += 1
+        self.attempted_at.append(asyncio.get_running_loop().time())
         if self.refusals:
             raise self.refusals.pop(0)
         conn = Conn(registrations)
@@ -59,15 +70,18 @@ class FakeService:
             yield conn.messages()
         finally:
             conn.closed = True
+            conn.closed_at = asyncio.get_running_loop().time()
 
 
 class Recorder:
     def __init__(self) -> None:
         self.resyncs: list[tuple[frozenset[scopes.Scope], str]] = []
+        self.resynced_at: list[tuple[str, float]] = []  # (reason, loop time) of each resync
         self.modes: list[tuple[scopes.Scope, str, str]] = []
 
     async def on_resync(self, scope_set: set[scopes.Scope], reason: str) -> None:
         self.resyncs.append((frozenset(scope_set), reason))
+        self.resynced_at.append((reason, asyncio.get_running_loop().time()))
 
     def on_mode(self, scope: scopes.Scope, mode: str, reason: str) -> None:
         self.modes.append((scope, mode, reason))
@@ -75,13 +89,19 @@ class Recorder:
     def reasons(self, reason: str) -> list[frozenset[scopes.Scope]]:
         return [s for s, r in self.resyncs if r == reason]
 
+    def times(self, reason: str) -> list[float]:
+        return [t for r, t in self.resynced_at if r == reason]
+
     def mode_of(self, scope: scopes.Scope) -> str | None:
         found = [m for s, m, _ in self.modes if s == scope]
         return found[-1] if found else None
 
 
 async def until(condition: Callable[[], bool], within: float = 2.0) -> None:
-    """Poll a condition on fake-service state (nothing to wait on: the fakes have no events)."""
+    """Poll a condition on fake-service state (nothing to wait on: the fakes have no events).
+
+    Loop time: ``within`` bounds the behaviour, not the machine; the polling step costs no wall time.
+    """
     async with asyncio.timeout(within):
         while not condition():  # noqa: ASYNC110
             await asyncio.sleep(0.005)
@@ -99,6 +119,7 @@ def rec() -> Recorder:
 
 @pytest.fixture
 async def manager(service: FakeService, rec: Recorder) -> AsyncIterator[streams.StreamManager]:
+    """Watchdog 0.15 s (3 heartbeats of 0.05 s), debounce 0.05 s, backoff 0.01 s up to 0.05 s."""
     m = streams.StreamManager(
         open_stream=service.open_stream,
         on_resync=rec.on_resync,
@@ -109,6 +130,7 @@ async def manager(service: FakeService, rec: Recorder) -> AsyncIterator[streams.
         backoff_initial=0.01,
         backoff_max=0.05,
         retry_after_refusal_seconds=60.0,
+        clock=asyncio.get_running_loop().time,
     )
     yield m
     await m.close()
@@ -135,10 +157,11 @@ async def test_watchdog_replaces_a_silent_stream(
     manager: streams.StreamManager, service: FakeService
 ) -> None:
     await manager.update("id", "p-1", {A})
-    await until(lambda: service.attempts == 1)
-    await until(lambda: service.attempts >= 2, within=1.0)
-    assert manager.stats.watchdog_timeouts >= 1
-    assert service.conns[0].closed
+    await until(lambda: service.attempts == 2)
+    first = service.conns[0]
+    assert first.closed_at is not None and first.closed_at - first.opened_at == pytest.approx(0.15)
+    assert manager.stats.watchdog_timeouts == 1
+    assert 0 <= service.attempted_at[1] - first.closed_at <= 0.01  # the backoff's first ceiling
 
 
 async def test_heartbeats_keep_a_stream_alive(manager: streams.StreamManager, service: FakeService) -> None:
@@ -163,29 +186,33 @@ async def test_event_burst_is_one_resync(
         conn.send(events.SecretEvent(events.SECRET_UPDATE, (events.EventItem("dev", path, f"K{i}"),)))
     conn.send(events.SecretEvent(events.SECRET_UPDATE, (events.EventItem("dev", "/unrelated", "K"),)))
     await until(lambda: manager.stats.events[events.SECRET_UPDATE] == 51)
-    await asyncio.sleep(0.15)  # three debounce windows: nothing more may come
-    nudges = rec.reasons("event")
-    assert 1 <= len(nudges) <= 2  # the leading nudge, and at most one for the rest of the burst
-    assert frozenset().union(*nudges) == {A, B}  # never the unrelated scope
+    await asyncio.sleep(0.14)  # ~three debounce windows, inside the watchdog: nothing more may come
+    assert rec.reasons("event") == [frozenset({A, B})]  # one nudge, never the unrelated scope
 
 
 async def test_a_lone_event_does_not_wait_for_the_debounce_window(
     service: FakeService, rec: Recorder
 ) -> None:
+    loop = asyncio.get_running_loop()
     manager = streams.StreamManager(
         open_stream=service.open_stream, on_resync=rec.on_resync, on_mode=rec.on_mode, debounce_seconds=3.0
     )
+    change = events.SecretEvent(events.SECRET_UPDATE, (events.EventItem("dev", "/a", "K"),))
     try:
         await manager.update("id", "p-1", {A})
         await until(lambda: len(service.open) == 1)
-        service.open[0].send(events.SecretEvent(events.SECRET_UPDATE, (events.EventItem("dev", "/a", "K"),)))
-        await until(lambda: len(rec.reasons("event")) == 1, within=1.5)  # well inside the window
+        sent = loop.time()
+        service.open[0].send(change)
+        await until(lambda: len(rec.reasons("event")) == 1)
         assert rec.reasons("event") == [frozenset({A})]
+        assert rec.times("event") == [sent]  # at once, not at the end of the window
         # A second event inside the window waits for its end (coalesced), and is not lost:
-        service.open[0].send(events.SecretEvent(events.SECRET_UPDATE, (events.EventItem("dev", "/a", "K"),)))
         await asyncio.sleep(0.1)
+        service.open[0].send(change)
+        await asyncio.sleep(2.8)
         assert len(rec.reasons("event")) == 1
-        await until(lambda: len(rec.reasons("event")) == 2, within=5.0)
+        await asyncio.sleep(0.2)
+        assert rec.times("event") == [sent, pytest.approx(sent + 3.0)]
     finally:
         await manager.close()
 
@@ -203,9 +230,12 @@ async def test_refusal_switches_to_polling_and_waits(
     service.refusals = [refusal]
     await manager.update("id", "p-1", {A})
     await until(lambda: rec.mode_of(A) == "Polling")
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(59.9)
     assert service.attempts == 1  # retried only after retry_after_refusal_seconds
     assert rec.resyncs == []
+    await asyncio.sleep(0.2)
+    assert service.attempted_at[1] - service.attempted_at[0] == pytest.approx(60.0)
+    assert rec.mode_of(A) == "Streaming"
 
 
 async def test_stream_limit_backs_off_then_streams(
@@ -216,6 +246,8 @@ async def test_stream_limit_backs_off_then_streams(
     await until(lambda: rec.mode_of(A) == "Streaming")
     assert [m for _, m, _ in rec.modes] == ["Polling", "Streaming"]
     assert service.attempts == 2
+    # the retry-after (0.05 s) is longer than the backoff's first ceiling (0.01 s): it wins
+    assert service.attempted_at[1] - service.attempted_at[0] == pytest.approx(0.05)
 
 
 async def test_unavailable_backs_off_and_recovers(
@@ -226,9 +258,12 @@ async def test_unavailable_backs_off_and_recovers(
     await until(lambda: rec.mode_of(A) == "Streaming")
     assert service.attempts == 4
     assert manager.stats.failures == {"Unavailable": 2, "OSError": 1}
+    waits = [b - a for a, b in zip(service.attempted_at, service.attempted_at[1:], strict=False)]
+    assert all(0 <= w <= ceiling for w, ceiling in zip(waits, [0.01, 0.02, 0.04], strict=True))  # jittered
 
 
 async def test_auth_failure_reconnects_at_once_then_backs_off(service: FakeService, rec: Recorder) -> None:
+    loop = asyncio.get_running_loop()
     manager = streams.StreamManager(
         open_stream=service.open_stream,
         on_resync=rec.on_resync,
@@ -239,15 +274,19 @@ async def test_auth_failure_reconnects_at_once_then_backs_off(service: FakeServi
     try:
         await manager.update("id", "p-1", {A})
         await until(lambda: len(service.open) == 1)
+        failed = loop.time()
         service.open[0].send(errors.StreamError("token re-check failed"))
-        # at once, despite the backoff (half of it as the bound: a loaded machine is slow too)
-        await until(lambda: service.attempts == 2, within=0.4)
+        await until(lambda: service.attempts == 2)
+        assert service.attempted_at[1] == failed  # at once, despite the backoff
         assert rec.mode_of(A) == "Streaming"
         service.refusals = [errors.AuthenticationError("bad"), errors.AuthenticationError("bad")]
         service.open[0].send(events.Heartbeat())  # healthy again: the next auth failure is a first one
         await asyncio.sleep(0.01)
+        failed = loop.time()
         service.open[0].send(errors.StreamError("again"))
-        await until(lambda: service.attempts == 4, within=2.0)
+        await until(lambda: service.attempts == 4)
+        assert service.attempted_at[2] == failed  # a first failure again: at once
+        assert 0 <= service.attempted_at[3] - failed <= 0.8  # a repeated one backs off (jittered)
         assert rec.mode_of(A) == "Polling"
     finally:
         await manager.close()
@@ -379,7 +418,7 @@ async def test_a_message_not_understood_nudges_every_scope_at_once_then_at_most_
     service.open[0].send(UNKNOWN)
     await until(lambda: len(rec.reasons("unknown")) == 1)
     assert rec.reasons("unknown") == [frozenset({A, B})]
-    assert loop.time() - start < 0.1  # the first one is not delayed
+    assert rec.times("unknown") == [start]  # the first one is not delayed
     for _ in range(3):  # a burst: one more nudge, after the interval, not three
         service.open[0].send(UNKNOWN)
     await asyncio.sleep(4.0)
