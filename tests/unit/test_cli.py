@@ -19,6 +19,9 @@ NOT_IN_THE_OPERATOR = [
     "sse_starlette",
     "uvicorn",
     "kubernetes",
+    "kubernetes_asyncio",  # ~1,170 modules, ~59 MiB: kube/ reads kubeconfigs itself
+    "pykube",
+    "rich",  # through httpx's command-line client, present in a dev venv
     "httpx_sse",
     "cryptography",
     "secretferry.devserver",

@@ -3,9 +3,11 @@
 One module per responsibility, each a handful of async functions taking a :class:`client.Kube`
 first::
 
-    client      connect() → Kube; Kube.request()/stream(): raw JSON over kubernetes_asyncio's aiohttp pool
+    client      connect() → Kube; Kube.request()/stream(): raw JSON over one aiohttp session
+    kubeconfig  a kubeconfig → Access (current context, server, CA, client cert, token, …)
     incluster   in-cluster config (KUBERNETES_SERVICE_HOST/PORT, ServiceAccount files), token re-reads;
                 shared with kopf's login handler
+    access      Access (address, trust, credentials) and the TLS context built from it
     errors      KubeError tree (NotFound, Conflict, Gone, Unavailable, …); nothing foreign leaks out
     objects     Secrets/ConfigMaps: get, server-side apply, delete
     status      merge patches of /status on our custom resources
@@ -19,8 +21,9 @@ first::
     watching    our own LIST+WATCH loop (ADDED/MODIFIED/DELETED + SYNCED after each listing)
     workloads   rollout restarts of the Deployments/StatefulSets/DaemonSets/Rollouts using a Secret
 
-Why raw JSON and not kubernetes_asyncio's models: at 10,000 objects their (de)serialisation costs
-more CPU than the requests. Why so thin: deciding *whether* to write belongs to ``reconcile``;
+Why raw JSON and no client library: at 10,000 objects generated models' (de)serialisation costs
+more CPU than the requests, and importing kubernetes_asyncio alone cost ~59 MiB and over a second
+of start-up. Why so thin: deciding *whether* to write belongs to ``reconcile``;
 this layer only writes what it is told, and reports failures as classes a caller can act on.
 It imports only ``secretferry.models``/``secretferry.settings`` of ours, never reconcile or handlers.
 """

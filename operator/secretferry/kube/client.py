@@ -1,33 +1,45 @@
 """The connection to the apiserver and the raw JSON request helpers every other module uses.
 
-Why raw JSON: at 10,000 objects the generated models' (de)serialisation costs more CPU than the
-HTTP round trip. We keep kubernetes_asyncio for what it does well — reading kubeconfigs, TLS,
-proxies, bearer-token refresh — and send plain dicts through
-``ApiClient.call_api(..., _preload_content=False)``, which hands back the aiohttp response.
-In-cluster config comes from :mod:`secretferry.kube.incluster`, the reader kopf's login uses too.
+Why raw JSON: at 10,000 objects a generated client's (de)serialisation costs more CPU than the
+HTTP round trip. Why no Kubernetes client library at all: importing kubernetes_asyncio cost the
+process ~59 MiB and over a second at start, for a kubeconfig reader and an aiohttp session. We
+keep both ourselves: :mod:`secretferry.kube.kubeconfig` and :mod:`secretferry.kube.incluster`
+say where the apiserver is and who we are (:class:`access.Access`), and :class:`Kube` sends plain
+dicts over one aiohttp session configured as kubernetes_asyncio configured its own (the same TLS
+context, connection limit, 2 MiB read buffer, headers and query encoding), minus the proxy look-ups.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
-from secretferry.kube import errors, incluster
+from secretferry.kube import access, errors, incluster
+from secretferry.kube import kubeconfig as kubeconfig_mod
 
 # Long enough for a slow apiserver on loaded cores, short enough that a hung connection turns into
 # a retryable Unavailable within one reconcile's patience.
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 30.0
 _CONNECT_TIMEOUT_SECONDS = 10.0  # a TCP/TLS handshake on loopback or in-cluster takes milliseconds
 _DEFAULT_KUBECONFIG = Path.home() / ".kube" / "config"
+# A watch event carries a whole object; etcd's default request limit is 1.5 MiB, so one line can
+# exceed aiohttp's 64 KiB default read buffer (kubernetes_asyncio's value, kept).
+_READ_BUFFER_BYTES = 2**21
+_USER_AGENT = "secretferry"
+_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "OPTIONS", "DELETE"})  # those that send a body
+
+#: Gives the Authorization header for the next request (or None): a fixed token, or the pod's
+#: ServiceAccount token as the kubelet rotates it.
+Authorization = Callable[[], str | None]
 
 QueryValue = str | int | bool | None
 
@@ -38,18 +50,29 @@ class Kube:
     Create it with :func:`connect`; close it with :meth:`close`. Safe to share between tasks.
     """
 
-    def __init__(self, api: Any, *, request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS) -> None:
-        self._api = api  # kubernetes_asyncio.client.ApiClient (untyped upstream; kept private)
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        server: str,
+        authorization: Authorization,
+        tls_server_name: str | None = None,
+        request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    ) -> None:
+        self._session = session
+        self._server = server
+        self._authorization = authorization
+        self._tls_server_name = tls_server_name
         self.request_timeout_seconds = request_timeout_seconds
         #: Discovery answers ("is the Argo Rollouts API served?"): name → (monotonic time, value).
         self.cache: dict[str, tuple[float, bool]] = {}
 
     @property
     def server(self) -> str:
-        return str(self._api.configuration.host)
+        return self._server
 
     async def close(self) -> None:
-        await self._api.close()
+        await self._session.close()
 
     async def request(
         self,
@@ -122,20 +145,27 @@ class Kube:
         content_type: str | None,
         client_timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
+        headers = {
+            "Accept": "application/json",
+            # Sent on every request, GETs included, as kubernetes_asyncio did.
+            "Content-Type": content_type or "application/json",
+            "User-Agent": _USER_AGENT,
+        }
+        if (authorization := self._authorization()) is not None:
+            headers["Authorization"] = authorization
+        url = self._server + path
         params = [(k, _query_text(v)) for k, v in (query or {}).items() if v is not None]
+        if params:
+            url += "?" + urlencode(params)  # form encoding, as before: label selectors keep their meaning
+        data = json.dumps(body) if body is not None and method in _WRITE_METHODS else None
         try:
-            response: aiohttp.ClientResponse = await self._api.call_api(
-                path,
+            response: aiohttp.ClientResponse = await self._session.request(
                 method,
-                query_params=params,
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=client_timeout,
+                url,
+                headers=headers,
+                data=data,
+                timeout=client_timeout,
+                server_hostname=self._tls_server_name,
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise _unavailable(method, path, exc) from exc
@@ -164,60 +194,54 @@ async def connect(
 ) -> Kube:
     """Connect using, in order: the given kubeconfig, in-cluster config, then $KUBECONFIG (or ~/.kube/config).
 
-    Token, client-certificate and exec kubeconfigs all work (kubernetes_asyncio reads them). In a
-    pod the server is ``KUBERNETES_SERVICE_HOST:PORT`` and the projected ServiceAccount token is
-    re-read from disk as the kubelet rotates it (:mod:`secretferry.kube.incluster`).
-    ``connection_limit`` bounds concurrent connections, watches included. ``env`` (default
-    ``os.environ``), ``service_account_dir`` (default ``incluster.SERVICE_ACCOUNT_DIR``) and
-    ``clock`` exist so tests can fake a pod.
+    Token, token-file and client-certificate kubeconfigs work (:mod:`secretferry.kube.kubeconfig`
+    says which fields). In a pod the server is ``KUBERNETES_SERVICE_HOST:PORT`` and the projected
+    ServiceAccount token is re-read from disk as the kubelet rotates it
+    (:mod:`secretferry.kube.incluster`). ``connection_limit`` bounds concurrent connections,
+    watches included. ``env`` (default ``os.environ``), ``service_account_dir`` (default
+    ``incluster.SERVICE_ACCOUNT_DIR``) and ``clock`` exist so tests can fake a pod.
     """
     environ = os.environ if env is None else env
     sa_dir = incluster.SERVICE_ACCOUNT_DIR if service_account_dir is None else service_account_dir
-    configuration = k8s_client.Configuration()
-    configuration.connection_pool_maxsize = connection_limit
-    try:
-        if kubeconfig:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig, client_configuration=configuration, persist_config=False
-            )
-        elif (in_cluster := incluster.load(environ, sa_dir)) is not None:
-            token_file = incluster.TokenFile(in_cluster.token_path, clock=clock)
-            _use_in_cluster(configuration, in_cluster, token_file)
-        else:
-            path = environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG)
-            await k8s_config.load_kube_config(
-                config_file=path, client_configuration=configuration, persist_config=False
-            )
-    except (k8s_config.ConfigException, OSError, ValueError) as exc:
-        raise errors.NotConfigured(0, "NotConfigured", f"no usable Kubernetes configuration: {exc}") from exc
-    api = k8s_client.ApiClient(configuration=configuration)
-    api.user_agent = "secretferry"
-    # kubernetes_asyncio's aiohttp session trusts proxy environment variables, which makes every
-    # request look up proxies in a thread (measured: a large share of write CPU at 10,000 objects).
-    # The apiserver is reached directly; HTTPS_PROXY for it is not supported.
-    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
-    if session is not None and hasattr(session, "_trust_env"):
-        session._trust_env = False
-    return Kube(api, request_timeout_seconds=request_timeout_seconds)
+    authorization: Authorization
+    if kubeconfig:
+        found = kubeconfig_mod.load(kubeconfig)
+        authorization = _fixed(found.authorization)
+    elif (in_cluster := incluster.load(environ, sa_dir)) is not None:
+        found = access.Access(server=in_cluster.server, ca_file=in_cluster.ca_path)
+        token_file = incluster.TokenFile(in_cluster.token_path, clock=clock)
+        token_file.current()  # a token that cannot be read fails here, at start-up
+        authorization = _rotating(token_file)
+    else:
+        found = kubeconfig_mod.load(environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG))
+        authorization = _fixed(found.authorization)
+    # TLS only for an https server, as kubernetes_asyncio did; the context is built once.
+    tls: ssl.SSLContext | bool = access.ssl_context(found) if found.server.startswith("https") else True
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connection_limit, ssl=tls),
+        # No proxies from the environment: looking them up per request cost a large share of
+        # write CPU at 10,000 objects. The apiserver is reached directly; HTTPS_PROXY for it is
+        # not supported.
+        trust_env=False,
+        read_bufsize=_READ_BUFFER_BYTES,
+    )
+    return Kube(
+        session,
+        server=found.server,
+        authorization=authorization,
+        tls_server_name=found.tls_server_name,
+        request_timeout_seconds=request_timeout_seconds,
+    )
 
 
-def _use_in_cluster(
-    configuration: Any, config: incluster.InClusterConfig, token_file: incluster.TokenFile
-) -> None:
-    """Point a kubernetes_asyncio configuration at the in-cluster apiserver.
+def _fixed(authorization: str | None) -> Authorization:
+    return lambda: authorization
 
-    kubernetes_asyncio calls ``refresh_api_key_hook`` before every request; ours hands it the
-    token file's current copy, which :class:`incluster.TokenFile` re-reads once a minute.
-    """
-    configuration.host = config.server
-    configuration.ssl_ca_cert = str(config.ca_path)
-    configuration.api_key_prefix["BearerToken"] = "Bearer"
-    configuration.api_key["BearerToken"] = token_file.current().value
 
-    def refresh(conf: Any) -> None:
-        conf.api_key["BearerToken"] = token_file.current().value
-
-    configuration.refresh_api_key_hook = refresh
+def _rotating(token_file: incluster.TokenFile) -> Authorization:
+    """The token file's current copy before every request; :class:`incluster.TokenFile` re-reads
+    it once a minute, as client-go does."""
+    return lambda: f"Bearer {token_file.current().value}"
 
 
 def cached(kube: Kube, key: str, *, ttl_seconds: float) -> bool | None:

@@ -1,4 +1,4 @@
-"""Errors of the Kubernetes layer; nothing from aiohttp or kubernetes_asyncio leaks past it.
+"""Errors of the Kubernetes layer; nothing from aiohttp leaks past it.
 
 Callers decide what to do by class (retry, give up, relist), never by message text::
 

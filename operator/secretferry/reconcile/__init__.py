@@ -1,1 +1,54 @@
-"""secretferry.reconcile."""
+"""secretferry.reconcile — what the operator decides: which writes, when, and what status says.
+
+The controller and its collaborators, one job each::
+
+    controller       composition root: builds the collaborators, hands each what it needs, runs
+                     a queued SecretSync through the pass; start/stop/wait_ready for handlers/
+    startup          start-up order: watches, identities and their logins, then the big LISTs
+    sync_intake      SecretSyncs in: our LIST+WATCH into the work queue (live vs backlog)
+    target_intake    managed Secrets/ConfigMaps in: the watch cache, repairs of hand edits
+    identity_intake  identities in: the start-up read, kopf's events, standby → leader hand-off
+    identity_status  an identity's status: login check, last login, list route; patched on change
+    streaming        event streams over the scopes: which to hold, what their news queues
+    recovery         a service host answers again: what waited for it retries now
+    resync           the periodic resync of due scopes, and the gauges
+    tasks            the background tasks, so that stop cancels every one
+
+The pass, for one SecretSync::
+
+    sync             the pass, top to bottom: identity → scopes → fetch → build → write → report
+    target_writes    create/apply/replace/trim the target, or Refused (decided against the cache)
+    sync_report      status patch when it differs, an Event on a Ready transition
+    deps             the bag of what the pass needs (built once by the controller)
+
+What the pass decides with, and keeps::
+
+    guards           source and target checks (empty listings, depth, protected, not ours)
+    drift            does the target need a write, and which keys to keep or remove
+    desired          the desired Secret/ConfigMap: a pure function of (SecretSync, fetched data)
+    outcomes         service and Kubernetes errors as (reason, message, retriable)
+    conditions       status.conditions helpers (keep lastTransitionTime when unchanged)
+    reasons          every reason and mode string, as constants
+    state            in-memory indexes: SecretSyncs, scopes, the target cache
+    identities       the identity registry: parsed identities and their shared sessions
+    rollouts         restarting the workloads that read a changed Secret (cooldown)
+    scheduler        the work queue: dedup, live before backlog, bounded workers
+    slim tenancy     compact kept bodies; namespace tenancy rules
+    renderpool renderchild renderworker quarantine fairness templating
+                     template rendering in child processes, isolated and fair
+
+Where does a change go::
+
+    a new field in SecretSync status        sync_report (and models.secretsync for the CRD)
+    when a Secret is (not) written          drift, guards; the write itself in target_writes
+    the order of a pass, or a new step      sync
+    a new watch or how events are queued    sync_intake / target_intake
+    identity login checks or their status   identity_status; kopf's identity events: identity_intake
+    what an event stream's news triggers    streaming (the streams themselves: service.streams)
+    start-up order or readiness             startup
+    a new collaborator                      its own module, built and wired in controller
+
+Import direction (checked by import-linter, pyproject.toml "Layers inside reconcile"): controller
+→ startup → the collaborators → sync → target_writes/sync_report/identity_status → deps → the
+bookkeeping and decisions → pure building → rendering → reasons.
+"""

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 MACHINE = identity_models.MACHINE_IDENTITY_KIND
 CLUSTER = identity_models.CLUSTER_MACHINE_IDENTITY_KIND
+# The collections each kind is listed, watched and status-patched in.
+PLURALS = {MACHINE: "machineidentities", CLUSTER: "clustermachineidentities"}
 _RETIRE_GRACE_CALLS = 3  # a reconcile makes a few calls in a row (slug, one list per source)
 _NAMESPACE_LABELS_TTL_SECONDS = 30.0  # label changes on namespaces are rare; one GET per 30 s at most
 

@@ -270,6 +270,7 @@ async def test_auth_failure_reconnects_at_once_then_backs_off(service: FakeServi
         on_mode=rec.on_mode,
         backoff_initial=0.8,
         backoff_max=0.8,
+        clock=loop.time,
     )
     try:
         await manager.update("id", "p-1", {A})

@@ -1,23 +1,23 @@
-"""Controller._host_recovered: when a host answers again, exactly what waited for it retries now.
+"""After an outage: when a host answers again, exactly what waited for it retries now.
 
-No apiserver is involved: the controller is built with a stand-in for the Kubernetes client (the
-constructor only stores it), its scheduler is never started, and what it queued is read back.
+No apiserver is involved; the service is an ``httpx.MockTransport`` that is down, and the work
+queue records what was queued.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
+from reconcile_fakes import FakeKube, RecordingQueue
 
 from secretferry import settings as settings_mod
-from secretferry.kube import client as kube_client
-from secretferry.reconcile import controller as controller_mod
 from secretferry.reconcile import identities as ident_mod
-from secretferry.reconcile import reasons, state
-from secretferry.service import auth, client, errors, scopes
+from secretferry.reconcile import reasons, recovery, state, streaming, tasks
+from secretferry.service import auth, client, errors, fetcher, scopes
 
 HOST = "http://127.0.0.1:9"
 
@@ -49,16 +49,32 @@ async def api() -> AsyncIterator[client.ServiceClient]:
 
 
 async def test_recovery_wakes_what_waited_for_that_host_only(
-    api: client.ServiceClient, monkeypatch: pytest.MonkeyPatch
+    api: client.ServiceClient,
 ) -> None:
-    ctl = controller_mod.Controller(
-        kube=cast(kube_client.Kube, object()),
-        settings=settings_mod.Settings(default_host_api=HOST),
-        hmac_key=b"k" * 32,
-        instance="test",
+    cfg = settings_mod.Settings(default_host_api=HOST)
+    registry = ident_mod.IdentityRegistry(kube=FakeKube().port(), settings=cfg)
+    syncs: dict[state.SyncKey, state.SyncEntry] = {}
+    index = state.ScopeIndex(jitter_fraction=0)
+    scope_fetcher = fetcher.ScopeFetcher(backoff_initial=1, backoff_max=60)
+    queue = RecordingQueue()
+    streams = streaming.Streaming(
+        settings=cfg,
+        identities=registry,
+        scopes=index,
+        fetcher=scope_fetcher,
+        queue=queue.port(),
+        background=tasks.Tasks(),
+    ).manager
+    wake = recovery.Recovery(
+        identities=registry,
+        syncs=syncs,
+        scopes=index,
+        fetcher=scope_fetcher,
+        streams=streams,
+        queue=queue.port(),
     )
-    near = ctl.identities.upsert(ident_mod.MACHINE, _identity("near"))
-    far = ctl.identities.upsert(ident_mod.MACHINE, _identity("far"))
+    near = registry.upsert(ident_mod.MACHINE, _identity("near"))
+    far = registry.upsert(ident_mod.MACHINE, _identity("far"))
     session = auth.AuthSession(api, auth.StaticTokenCredentials("t"))
     near.session = session
     async with client.ServiceClient("http://127.0.0.2:9") as other:
@@ -75,19 +91,18 @@ async def test_recovery_wakes_what_waited_for_that_host_only(
             (_sync("other-host", "far", reason=reasons.SERVICE_UNAVAILABLE), elsewhere),
         ]
         for entry, scope in entries:
-            ctl.syncs[entry.key] = entry
+            syncs[entry.key] = entry
             if scope is not None:
-                ctl.scopes.bind(entry.key, [scope], instant=False, refresh_seconds=300, now=0)
+                index.bind(entry.key, [scope], instant=False, refresh_seconds=300, now=0)
         with pytest.raises(errors.Unavailable):
-            await ctl.fetcher.fetch(down, session)
-        assert ctl.fetcher.next_attempt_at(down) is not None
+            await scope_fetcher.fetch(down, session)
+        assert scope_fetcher.next_attempt_at(down) is not None
 
-        queued: set[str] = set()
-        monkeypatch.setattr(ctl.queue, "enqueue", lambda key, *, live=True, first=False: queued.add(key[1]))
-        ctl._host_recovered(api.host_health)
+        wake.host_recovered(api.host_health)
+        queued = {key[1] for key in queue.queued}
 
-        retry_at = ctl.fetcher.next_attempt_at(down)
-        assert retry_at is not None and retry_at <= ctl.clock()  # the scope's backoff is over
+        retry_at = scope_fetcher.next_attempt_at(down)
+        assert retry_at is not None and retry_at <= time.monotonic()  # the scope's backoff is over
         # The failed scope's SecretSyncs, and one that failed before reaching a scope; not the
         # healthy one, not a rate-limited one (its retry-after holds), not another host's.
         assert queued == {"on-down", "login-failed"}

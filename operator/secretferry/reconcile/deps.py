@@ -1,0 +1,40 @@
+"""What one reconcile pass needs, handed over in one bag by the composition root (controller.py).
+
+Why a bag and not globals: the pass (sync.py), its writes (target_writes.py) and its status report
+(sync_report.py) are plain functions, testable with a fake Kube and a fake service session put in
+here; the controller builds the one real instance and keeps it for the life of the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from secretferry import settings as settings_mod
+from secretferry.kube import client as kube_client
+from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile import rollouts, state
+from secretferry.service import fetcher as fetcher_mod
+from secretferry.service import scopes as scope_mod
+
+
+@dataclass
+class Deps:
+    kube: kube_client.Kube
+    settings: settings_mod.Settings
+    hmac_key: bytes
+    identities: ident_mod.IdentityRegistry
+    fetcher: fetcher_mod.ScopeFetcher
+    slugs: scope_mod.SlugCache
+    scopes: state.ScopeIndex
+    targets: state.TargetCache
+    rollouts: rollouts.RolloutManager
+    on_scopes_changed: Callable[[set[scope_mod.Scope], set[scope_mod.Scope]], None]
+    on_identity: Callable[[ident_mod.IdentityEntry, tuple[str, str] | None], Awaitable[None]]
+    """Told after each use of an identity: None when its login worked, else (reason, message)."""
+    instance: str
+    clock: Callable[[], float] = time.monotonic
+    step_aside: Callable[[], Awaitable[None]] = lambda: asyncio.sleep(0)
+    """Wait until the live work around this reconcile is done (``Scheduler.step_aside``)."""

@@ -1,0 +1,142 @@
+"""The event streams, wired to the scopes: which streams to hold, and what their news means.
+
+Scopes — not SecretSyncs — are what the streams talk about. Each (identity, project) holds one
+stream over its scope set, refreshed when the scopes the SecretSyncs bind change. An event marks
+its scopes stale and queues their SecretSyncs as live work; a (re)connect resync is a safety net
+and waits in the backlog; a stream's mode (streaming or polling) shortens the scope's resync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from secretferry import metrics
+from secretferry import settings as settings_mod
+from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile import reasons, scheduler, state, tasks
+from secretferry.service import errors as service_errors
+from secretferry.service import events as service_events
+from secretferry.service import fetcher as fetcher_mod
+from secretferry.service import scopes as scope_mod
+from secretferry.service import streams as streams_mod
+
+# Streams back off at most a minute between connects, whatever the general backoff cap: a stream
+# that is down leaves its scopes polling, so reconnecting soon is worth more than elsewhere.
+_STREAM_BACKOFF_MAX_SECONDS = 60.0
+
+
+class Streaming:
+    def __init__(
+        self,
+        *,
+        settings: settings_mod.Settings,
+        identities: ident_mod.IdentityRegistry,
+        scopes: state.ScopeIndex,
+        fetcher: fetcher_mod.ScopeFetcher,
+        queue: scheduler.Scheduler[state.SyncKey],
+        background: tasks.Tasks,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._identities = identities
+        self._scopes = scopes
+        self._fetcher = fetcher
+        self._queue = queue
+        self._background = background
+        self._clock = clock
+        self._groups: dict[tuple[str, str], frozenset[scope_mod.Scope]] = {}
+        self._dirty = False
+        self.manager = streams_mod.StreamManager(
+            open_stream=self._open_stream,
+            on_resync=self.on_resync,
+            on_mode=self.on_mode,
+            heartbeat_seconds=settings.stream_heartbeat_seconds,
+            debounce_seconds=settings.event_debounce_seconds,
+            watchdog_heartbeats=settings.stream_watchdog_heartbeats,
+            retry_after_refusal_seconds=settings.stream_retry_after_refusal_seconds,
+            backoff_initial=settings.backoff_initial_seconds,
+            backoff_max=min(settings.backoff_max_seconds, _STREAM_BACKOFF_MAX_SECONDS),
+        )
+
+    def scopes_changed(self, added: set[scope_mod.Scope], removed: set[scope_mod.Scope]) -> None:
+        """A pass (or a deletion) bound or let go of scopes: forget what nobody reads, refresh streams."""
+        for scope in removed:
+            if self._scopes.get(scope) is None:
+                self._fetcher.forget(scope)
+        if not self._dirty:
+            self._dirty = True  # one refresh for a burst of scope changes (start-up)
+            self._background.spawn_side(self._refresh())
+
+    async def _refresh(self) -> None:
+        """Give each (identity, project) its current scope set; unchanged groups are left alone."""
+        await asyncio.sleep(0)
+        self._dirty = False
+        groups = {k: frozenset(v) for k, v in self._scopes.streamed_by_project().items()}
+        previous, self._groups = self._groups, groups
+        for group in set(previous) | set(groups):
+            new = groups.get(group, frozenset())
+            if previous.get(group, frozenset()) != new:
+                await self.manager.update(group[0], group[1], set(new))
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(
+        self, identity_key: str, project_id: str, registrations: Sequence[service_events.EventRegistration]
+    ) -> AsyncIterator[AsyncIterator[service_events.StreamMessage]]:
+        """Open one stream with the identity's shared session (re-login on a rejected token)."""
+        entries = self._identities.entries()
+        entry = next((e for e in entries if ident_mod.key_str(e.key) == identity_key), None)
+        if entry is None or entry.model is None:
+            raise service_errors.AuthenticationError(f"identity {identity_key} is gone")
+        try:
+            session = await self._identities.session(entry)
+            await session.token()  # log in here, so a credentials problem surfaces as an auth failure
+        except ident_mod.IdentityProblem as exc:
+            raise service_errors.AuthenticationError(exc.message) from exc
+        async with session.subscribe(project_id, registrations) as it:
+            metrics.OPEN_STREAMS.inc()
+            try:
+                yield _counting(it)
+            finally:
+                metrics.OPEN_STREAMS.dec()
+
+    def on_resync(self, scopes: set[scope_mod.Scope], reason: str) -> None:
+        now = self._clock()
+        if reason == streams_mod.RESYNC_RECONNECT:
+            metrics.RESYNCS_AFTER_RECONNECT.inc(len(scopes))
+        # An event is news for these scopes: live. A (re)connect resync is a safety net over every
+        # scope of the stream: backlog, so it never delays a new SecretSync.
+        live = reason != streams_mod.RESYNC_RECONNECT
+        for scope in scopes:
+            st = self._scopes.get(scope)
+            if st is None:
+                continue
+            st.fresh_after = now
+            for key in st.keys:
+                self._queue.enqueue(key, live=live)
+
+    def on_mode(self, scope: scope_mod.Scope, mode: str, reason: str) -> None:
+        st = self._scopes.get(scope)
+        if st is None or (st.mode, st.mode_reason) == (mode, reason):
+            return
+        st.mode, st.mode_reason = mode, reason
+        if mode != reasons.STREAMING:
+            interval = self._scopes.interval(
+                scope, streaming_seconds=self._settings.streaming_refresh_interval_seconds
+            )
+            st.next_due = min(st.next_due, self._clock() + interval)
+        for key in st.keys:
+            self._queue.enqueue(key, live=False)  # status.updateMode follows
+
+
+async def _counting(
+    it: AsyncIterator[service_events.StreamMessage],
+) -> AsyncIterator[service_events.StreamMessage]:
+    async for message in it:
+        if isinstance(message, service_events.SecretEvent):
+            metrics.STREAM_EVENTS.labels(type=message.event_type).inc()
+            if not message.items:
+                metrics.STREAM_UNKNOWN_SCOPE.inc()
+        yield message

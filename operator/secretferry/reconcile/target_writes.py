@@ -1,0 +1,143 @@
+"""The writes of a pass: create, apply, replace or trim the target Secret/ConfigMap — or refuse.
+
+Why here and not in kube/: kube/ writes what it is told; this module decides against the watch
+cache (state.TargetCache) whether a write is due at all (drift.py), and refuses a target that is
+protected or not ours (guards.py). Every refusal is a :class:`Refused` the pass reports as status.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from secretferry import metrics
+from secretferry.kube import errors as kube_errors
+from secretferry.kube import objects
+from secretferry.models import secretsync as sync_models
+from secretferry.reconcile import deps as deps_mod
+from secretferry.reconcile import desired as desired_mod
+from secretferry.reconcile import drift, guards, outcomes, reasons, state
+
+log = logging.getLogger(__name__)
+
+# A Merge target appears, or opts in, without an event we watch: look again with backoff.
+_RETRIED_TARGET_PROBLEMS = frozenset({reasons.TARGET_NOT_FOUND, reasons.TARGET_NOT_OPTED_IN})
+
+
+class Refused(Exception):
+    """The target was not (or could not be) written; ``retriable`` says whether to back off and retry."""
+
+    def __init__(self, reason: str, message: str, *, retriable: bool) -> None:
+        super().__init__(message)
+        self.reason, self.message, self.retriable = reason, message, retriable
+
+
+async def write(
+    deps: deps_mod.Deps,
+    entry: state.SyncEntry,
+    sync: sync_models.SecretSync,
+    want: desired_mod.DesiredObject,
+) -> tuple[bool, list[str]]:
+    """Write the target when it differs; returns (written, keys now synced)."""
+    tkey: state.TargetKey = (want.kind, want.namespace, want.name)
+    protected = guards.Protected(
+        namespace=deps.settings.namespace, hmac_key_secret=deps.settings.hmac_key_secret
+    )
+    refused = guards.protected_name(want, protected)
+    if refused is not None:
+        raise Refused(*refused, retriable=False)
+    actual = deps.targets.last_seen(tkey)
+    if actual is None and want.creation_policy != "Merge":
+        created = await _create(deps, tkey, want)
+        if created is not None:
+            deps.targets.own(tkey, entry.key)
+            return True, sorted(want.string_data)
+    if actual is None:
+        try:
+            actual = await objects.get(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name)
+        except kube_errors.KubeError as exc:
+            raise _refused(exc, what=f"reading {want.kind} {want.name}") from exc
+    previously = drift.previously_synced(entry.status, kind=want.kind, name=want.name)
+    _check_target(want, actual, previously, protected)
+    retained = drift.retained_keys(want, actual, previously)
+    keys = sorted(set(want.string_data) | retained)
+    why = drift.needs_write(want, actual, previously_synced=previously)
+    deps.targets.own(tkey, entry.key)
+    if why is None:
+        return False, keys
+    manifest = want.manifest()
+    if retained and actual is not None:
+        manifest.setdefault("data", {}).update({k: actual["data"][k] for k in retained})
+    remove = drift.keys_to_remove(want, actual, previously)
+    what = f"{want.kind} {want.namespace}/{want.name}"
+    try:
+        if why == drift.TYPE_CHANGED:
+            await _replace(deps, want, previously, protected)
+        if not remove:
+            deps.targets.expect(tkey, manifest["data"])
+        result = await objects.apply(deps.kube, manifest, force=want.creation_policy != "Merge")
+        if remove:
+            result = await objects.remove_keys(
+                deps.kube, kind=want.kind, namespace=want.namespace, name=want.name, keys=sorted(remove)
+            )
+    except kube_errors.KubeError as exc:
+        deps.targets.write_failed(tkey)
+        raise _refused(exc, what=f"writing {what}") from exc
+    deps.targets.written(tkey, result, cache=want.creation_policy != "Merge")
+    log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys))
+    metrics.WRITES.labels(reason=why).inc()
+    return True, keys
+
+
+def _refused(exc: kube_errors.KubeError, *, what: str) -> Refused:
+    failure = outcomes.from_kube_error(exc, what=what)
+    return Refused(failure.reason, failure.message, retriable=failure.retriable)
+
+
+def _check_target(
+    want: desired_mod.DesiredObject,
+    actual: dict[str, Any] | None,
+    previously: list[str],
+    protected: guards.Protected,
+) -> None:
+    problem = guards.target_problem(want, actual, previously_synced=previously, protected=protected)
+    if problem is not None:
+        raise Refused(*problem, retriable=problem[0] in _RETRIED_TARGET_PROBLEMS)
+
+
+async def _replace(
+    deps: deps_mod.Deps, want: desired_mod.DesiredObject, previously: list[str], protected: guards.Protected
+) -> None:
+    """Delete a Secret whose type must change, judged on a fresh read (the cache may be behind,
+    and someone may have added keys since) and only that incarnation of it (uid precondition)."""
+    fresh = await objects.get(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name)
+    if fresh is None:
+        return
+    _check_target(want, fresh, previously, protected)
+    if drift.needs_write(want, fresh, previously_synced=previously) != drift.TYPE_CHANGED:
+        return
+    uid = (fresh.get("metadata") or {}).get("uid")
+    await objects.delete(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name, uid=uid)
+
+
+async def _create(
+    deps: deps_mod.Deps, tkey: state.TargetKey, want: desired_mod.DesiredObject
+) -> dict[str, Any] | None:
+    """Create a target the watch cache does not know; None when the name is taken (then the
+    caller reads it and checks who owns it, exactly as for a known one)."""
+    manifest = want.manifest()
+    deps.targets.expect(tkey, manifest["data"])
+    try:
+        result = await objects.create(deps.kube, manifest)
+    except kube_errors.AlreadyExists:
+        deps.targets.write_failed(tkey)
+        return None
+    except kube_errors.KubeError as exc:
+        deps.targets.write_failed(tkey)
+        raise _refused(exc, what=f"creating {want.kind} {want.namespace}/{want.name}") from exc
+    deps.targets.written(tkey, result, cache=True)
+    log.info(
+        "created %s %s/%s: keys %s", want.kind, want.namespace, want.name, ", ".join(sorted(want.string_data))
+    )
+    metrics.WRITES.labels(reason=drift.MISSING).inc()
+    return result

@@ -1,0 +1,144 @@
+"""Identities in: the start-up read of every identity, and kopf's events before and after leading.
+
+No apiserver: a fake Kube port answers the LISTs; the work queue records what was queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from reconcile_fakes import FakeKube, FakeSession, FakeSessions, RecordingQueue
+
+from secretferry import settings as settings_mod
+from secretferry.kube import errors as kube_errors
+from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile import identity_intake, identity_status, state, tasks
+from secretferry.service import listroutes
+
+GROUP_PATH = "/apis/secretferry.io/v1alpha1"
+
+
+async def _one_per_collection(method: str, path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A LIST of identities answered with one object named after the collection."""
+    assert method == "GET"
+    namespace = path.split("/namespaces/")[1].split("/")[0] if "/namespaces/" in path else None
+    meta = {"name": "from-" + (namespace or "cluster"), "uid": path, "generation": 1}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"items": [{"metadata": meta, "spec": {}}]}
+
+
+def _intake(
+    kube: FakeKube, queue: RecordingQueue | None = None, syncs: dict[Any, Any] | None = None, **settings: Any
+) -> tuple[identity_intake.IdentityIntake, ident_mod.IdentityRegistry]:
+    cfg = settings_mod.Settings(**settings)
+    registry = ident_mod.IdentityRegistry(kube=kube.port(), settings=cfg)
+    status = identity_status.IdentityStatus(
+        kube=kube.port(),
+        identities=FakeSessions(FakeSession()).port(),
+        routes=listroutes.ListRoutes(),
+        background=tasks.Tasks(),
+    )
+    intake = identity_intake.IdentityIntake(
+        kube=kube.port(),
+        settings=cfg,
+        identities=registry,
+        syncs=syncs if syncs is not None else {},
+        queue=(queue or RecordingQueue()).port(),
+        status=status,
+    )
+    return intake, registry
+
+
+async def test_start_up_reads_cluster_identities_and_those_of_each_watched_namespace() -> None:
+    kube = FakeKube(_one_per_collection)
+    intake, registry = _intake(kube, watch_namespaces="a,b")
+    await intake.list_all()
+    assert [path for _, path, _ in kube.calls] == [
+        f"{GROUP_PATH}/clustermachineidentities",
+        f"{GROUP_PATH}/namespaces/a/machineidentities",
+        f"{GROUP_PATH}/namespaces/b/machineidentities",
+    ]
+    assert registry.get((ident_mod.CLUSTER, "", "from-cluster")) is not None
+    assert registry.get((ident_mod.MACHINE, "a", "from-a")) is not None
+    assert registry.get((ident_mod.MACHINE, "b", "from-b")) is not None
+
+
+async def test_start_up_reads_machine_identities_cluster_wide_when_serving_every_namespace() -> None:
+    kube = FakeKube(_one_per_collection)
+    await _intake(kube)[0].list_all()
+    assert [path for _, path, _ in kube.calls] == [
+        f"{GROUP_PATH}/clustermachineidentities",
+        f"{GROUP_PATH}/machineidentities",
+    ]
+
+
+@pytest.mark.looptime
+async def test_a_listing_the_apiserver_refuses_is_retried_with_growing_waits_then_left_to_kopf() -> None:
+    async def cluster_list_fails(method: str, path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if path.endswith("/clustermachineidentities"):
+            raise kube_errors.Unavailable(503, "ServiceUnavailable", "storage is (re)initializing")
+        return await _one_per_collection(method, path, kwargs)
+
+    kube = FakeKube(cluster_list_fails)
+    intake, registry = _intake(kube)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await intake.list_all()
+
+    paths = [path for _, path, _ in kube.calls]
+    assert paths.count(f"{GROUP_PATH}/clustermachineidentities") == 10
+    # 0.5, 1, 2, 4, then capped at 5 s: 7.5 + 6 * 5 = 37.5 s of (virtual) waiting
+    assert loop.time() - started == pytest.approx(37.5)
+    assert paths[-1] == f"{GROUP_PATH}/machineidentities"  # the other collections are still read
+    assert registry.get((ident_mod.MACHINE, "", "from-cluster")) is not None
+
+
+def _sync_entry(name: str, identity: str) -> state.SyncEntry:
+    body = {"spec": {"identityRef": {"kind": ident_mod.MACHINE, "name": identity}}}
+    return state.SyncEntry(key=("ns", name), uid=name, generation=1, body=body, status={})
+
+
+def _identity_body(name: str, generation: int = 1) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": generation}}
+
+
+async def test_a_standby_replica_only_keeps_its_registry_current() -> None:
+    kube, queue = FakeKube(), RecordingQueue()
+    syncs = {("ns", "app"): _sync_entry("app", "id")}
+    intake, registry = _intake(kube, queue, syncs)
+
+    intake.event(ident_mod.MACHINE, "ADDED", _identity_body("id"))
+
+    assert registry.get((ident_mod.MACHINE, "ns", "id")) is not None
+    assert queue.queued == {}
+    assert kube.calls == []  # no login check, no status
+
+
+@pytest.mark.looptime
+async def test_the_leader_logs_a_new_identity_in_and_queues_the_secretsyncs_naming_it_as_backlog() -> None:
+    kube, queue = FakeKube(), RecordingQueue()
+    syncs = {("ns", "app"): _sync_entry("app", "id"), ("ns", "other"): _sync_entry("other", "someone-else")}
+    intake, _ = _intake(kube, queue, syncs)
+    intake.take_over()
+
+    intake.event(ident_mod.MACHINE, "ADDED", _identity_body("id"))
+    await asyncio.sleep(1)  # virtual: the login check runs in its own task
+
+    assert queue.queued == {("ns", "app"): False}
+    ((method, path, _),) = kube.calls
+    assert (method, path) == ("PATCH", f"{GROUP_PATH}/namespaces/ns/machineidentities/id/status")
+
+
+async def test_the_leader_ignores_an_identity_event_that_changes_no_generation() -> None:
+    kube, queue = FakeKube(), RecordingQueue()
+    syncs = {("ns", "app"): _sync_entry("app", "id")}
+    intake, _ = _intake(kube, queue, syncs)
+    intake.event(ident_mod.MACHINE, "ADDED", _identity_body("id"))  # while standby
+    intake.take_over()
+
+    intake.event(ident_mod.MACHINE, "MODIFIED", _identity_body("id"))  # a status echo
+
+    assert queue.queued == {}
