@@ -137,7 +137,8 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise _problem(f"{path} cannot be read as YAML ({type(exc).__name__})") from exc
+        # Not chained: a YAML error quotes the offending line, which may hold a token or key.
+        raise _problem(f"{path} cannot be read as YAML ({type(exc).__name__})") from None
     if not isinstance(document, Mapping):
         raise _problem(f"{path} is not a kubeconfig (not a mapping)")
     return document
@@ -169,8 +170,8 @@ def _data(section: Mapping[str, Any], key: str) -> bytes | None:
         return None
     try:
         return base64.standard_b64decode(str(value))  # lenient about line breaks, as kubectl
-    except (binascii.Error, ValueError) as exc:
-        raise _problem(f"{key} is not valid base64") from exc
+    except (binascii.Error, ValueError):
+        raise _problem(f"{key} is not valid base64") from None  # never echo key material
 
 
 def _problem(message: str) -> errors.NotConfigured:

@@ -358,3 +358,15 @@ async def test_insecure_skip_tls_verify_trusts_any_apiserver(
         assert await kube.request("GET", "/version") == {"kind": "Thing"}
     finally:
         await kube.close()
+
+
+def test_a_broken_kubeconfig_is_reported_without_quoting_its_secrets(tmp_path: Path) -> None:
+    token = "sekret-token-value-123"
+    path = tmp_path / "config"
+    path.write_text(f"users:\n- name: u\n  user:\n    token: {token}\n  : [unclosed\n")
+    with pytest.raises(errors.NotConfigured) as info:
+        kubeconfig.load(str(path))
+    seen = [info.value, info.value.__cause__, info.value.__context__]
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert all(token not in str(e) for e in seen if e is not None)
+    assert str(path) in str(info.value)
