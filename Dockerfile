@@ -27,8 +27,12 @@ RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/venv/bin/python -m compileall -q /opt/venv/lib
 
 FROM ${PYTHON_IMAGE}
+# The release this image is. The default equals secretferry.__version__ (tests/unit/test_version.py),
+# so a plain `docker build` and `make image`/`make release` label it right without a --build-arg.
+ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="secretferry" \
       org.opencontainers.image.description="Keeps Kubernetes Secrets in step with an Infisical-compatible secrets service" \
+      org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.source="https://github.com/secretferry/secretferry"
 # 65532 is the conventional "nonroot" uid/gid (distroless); the chart's securityContext expects it.

@@ -6,8 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEVCLUSTER_DIR ?= .devcluster
 
-.PHONY: setup control-plane lint typecheck imports test test-unit test-integration demo demo-down \
-        cluster-up cluster-down crds chart-crds bench clean node-deps image
+.PHONY: setup settings-doc control-plane lint typecheck imports test test-unit test-integration demo demo-down \
+        cluster-up cluster-down crds chart-crds bench clean node-deps image release
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing secretferry with its dev tools"
@@ -54,7 +54,11 @@ test: setup control-plane node-deps lint typecheck imports
 	$(BIN)/pytest -q -ra tests
 
 crds: setup
-	$(BIN)/secretferry crds crds/
+	$(BIN)/secretferry crds -o crds
+
+# docs/settings.md from the Settings model (tests/unit/test_settings_reference.py fails on drift).
+settings-doc: setup
+	$(BIN)/secretferry settings-reference > docs/settings.md
 
 chart-crds: crds
 	bash hack/sync-chart-crds.sh
@@ -71,6 +75,12 @@ demo: setup control-plane node-deps
 
 demo-down: setup
 	@$(BIN)/python hack/demo.py --down
+
+# dist/: wheel, sdist, chart, operator image archive and SHA256SUMS for secretferry.__version__
+# (hack/release.sh; CONTRIBUTING.md has the whole procedure). SKIP_IMAGE=1 leaves the image out,
+# ALLOW_DIRTY=1 allows uncommitted changes (a trial run).
+release: setup $(if $(SKIP_IMAGE),,node-deps)
+	@bash hack/release.sh $(if $(SKIP_IMAGE),--skip-image) $(if $(ALLOW_DIRTY),--allow-dirty)
 
 bench: setup control-plane
 	@for b in bench/bench_*.py; do echo "==> $$b"; $(BIN)/python $$b || exit 1; done

@@ -6,8 +6,9 @@ absent field, not a null one), titles dropped, only scalar defaults kept (empty-
 would only bloat every stored object), ``const`` turned into ``enum``. Anything the rewrite does not
 know raises, so a new model feature cannot silently produce a CRD the apiserver rejects.
 
-Run ``secretferry crds [--check] [OUT_DIR]`` (or ``python -m secretferry.crdgen``);
-``tests/unit/test_crds.py`` fails when the files in ``crds/`` differ from what this module builds.
+``secretferry crds`` prints them as one YAML stream; ``secretferry crds -o crds`` (``make crds``)
+writes one file each into ``crds/``, and ``tests/unit/test_crds.py`` fails when those files differ
+from what this module builds. The command line itself lives in :mod:`secretferry.cli`.
 """
 
 from __future__ import annotations
@@ -124,9 +125,9 @@ def _root_schema(spec: type[BaseModel], status: type[BaseModel], description: st
         "description": description,
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            "apiVersion": {"type": "string", "description": f"API group and version: `{base.API_VERSION}`."},
+            "kind": {"type": "string", "description": "The kind of this object."},
+            "metadata": {"type": "object", "description": "Standard object metadata (name, labels, ...)."},
             "spec": structural(spec.model_json_schema(by_alias=True, mode="validation")),
             "status": structural(status.model_json_schema(by_alias=True, mode="validation")),
         },
@@ -275,22 +276,10 @@ def stale_files(out_dir: str | Path = DEFAULT_DIR) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``secretferry crds [--check] [OUT_DIR]`` (default ``crds``); exit status 1 if --check finds drift."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    check = "--check" in args
-    rest = [a for a in args if a != "--check"]
-    if len(rest) > 1 or any(a.startswith("-") for a in rest):
-        print("usage: secretferry crds [--check] [OUT_DIR]", file=sys.stderr)
-        return 2
-    out_dir = rest[0] if rest else DEFAULT_DIR
-    if check:
-        stale = stale_files(out_dir)
-        for path in stale:
-            print(f"stale: {path}", file=sys.stderr)
-        return 1 if stale else 0
-    for path in write_crds(out_dir):
-        print(path)
-    return 0
+    """``python -m secretferry.crdgen [ARGS]``: the same as ``secretferry crds [ARGS]``."""
+    from secretferry import cli  # the options are parsed there; cli imports this module lazily
+
+    return cli.main(["crds", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

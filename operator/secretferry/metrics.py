@@ -1,16 +1,33 @@
 """Prometheus metrics, defined once. Label values are bounded (results, reasons, endpoints),
-never object names: 10,000 SecretSyncs must not become 10,000 time series.
+never object names: 10,000 SecretSyncs must not become 10,000 time series. The one exception,
+``secretferry_secretsync_condition``, is off unless ``per_object_metrics`` turns it on.
 
-Every metric here is in README's Metrics table, and
-``tests/integration/operator/test_operator_metrics.py`` checks that each has samples after a sync.
+Every metric here is in README's Metrics section, and
+``tests/integration/operator/test_operator_metrics.py`` checks that each one in its table has
+samples after a sync (the opt-in gauge is described below the table, not in it).
 Where they are fed: syncs, durations and writes in ``reconcile/sync.py``; list calls through the
-fetcher's ``on_call`` and the gauges and stream counters in ``reconcile/controller.py``; logins
+fetcher's ``on_call``; the gauges and stream counters in ``reconcile/resync.py`` and
+``reconcile/streaming.py``; logins
 through ``AuthSession(on_login=...)`` in ``reconcile/identities.py``; rollouts in
-``reconcile/rollouts.py``."""
+``reconcile/rollouts.py``; build info here, at import; the queue depth from the scheduler
+(``reconcile/scheduler.py``, a callback read at each scrape); the opt-in per-SecretSync condition
+gauge in ``reconcile/sync_report.py``, removed in ``reconcile/sync_intake.py``.
+
+No ``*_created`` series: prometheus_client adds one per counter and histogram child by default (a
+creation timestamp no dashboard or alert here reads), which doubles the series of every counter."""
 
 from __future__ import annotations
 
+import contextlib
+import platform
+from collections.abc import Callable
+
+import prometheus_client
 from prometheus_client import Counter, Gauge, Histogram
+
+import secretferry
+
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
 
 SYNCS = Counter("secretferry_syncs_total", "SecretSync reconciles by result.", ["result"])
 SYNC_DURATION = Histogram(
@@ -24,6 +41,13 @@ SERVICE_CALLS = Counter(
     "List calls to the secrets service by outcome (changed, unchanged, not_modified, or the error class).",
     ["endpoint", "status"],
 )
+
+
+def count_list_call(scope: object, outcome: str, endpoint: str) -> None:
+    """``ScopeFetcher``'s ``on_call`` hook: the scope is not a label (unbounded cardinality)."""
+    SERVICE_CALLS.labels(endpoint=endpoint, status=outcome).inc()
+
+
 LOGINS = Counter(
     "secretferry_logins_total",
     "Logins at the secrets service by method and result (success, or the error class).",
@@ -43,3 +67,83 @@ RESYNCS_AFTER_RECONNECT = Counter(
     "secretferry_resyncs_after_reconnect_total", "Scopes resynced because a stream (re)connected."
 )
 ROLLOUTS = Counter("secretferry_rollouts_total", "Workload rollout restarts by kind.", ["kind"])
+# The usual build-info idiom: a constant 1 whose labels say what runs, so a dashboard can join on it
+# or count replicas by version during an upgrade. Set here, at import, because it never changes
+# within a process; one series per process, so bounded.
+BUILD_INFO = Gauge(
+    "secretferry_build_info",
+    "Always 1; the labels name the running secretferry and Python versions.",
+    ["version", "python"],
+)
+BUILD_INFO.labels(version=secretferry.__version__, python=platform.python_version()).set(1)
+
+QUEUE_DEPTH = Gauge(
+    "secretferry_queue_depth",
+    "SecretSyncs waiting for a worker: live (changes, events, retries due) or backlog (start-up list,"
+    " periodic resyncs).",
+    ["queue"],
+)
+# Both series exist from the start (at 0), so a dashboard shows an empty queue, not "no data".
+for _queue in ("live", "backlog"):
+    QUEUE_DEPTH.labels(queue=_queue)
+
+
+def watch_queue_depth(depth: Callable[[bool], int] | None) -> None:
+    """Read the work queue's depth at each scrape (``depth(live)``), or 0 again with None.
+
+    A callback, not a ``set()`` per enqueue: the queue changes thousands of times a second during
+    a start-up storm, and a scrape every 30 s needs only the value at that moment. It is called
+    from the metrics server's thread; it only reads counters.
+    """
+    for queue, live in (("live", True), ("backlog", False)):
+        QUEUE_DEPTH.labels(queue=queue).set_function(_reader(depth, live))
+
+
+def _reader(depth: Callable[[bool], int] | None, live: bool) -> Callable[[], float]:
+    if depth is None:
+        return lambda: 0.0
+    return lambda: float(depth(live))
+
+
+# Opt-in (``Settings.per_object_metrics``): namespace and name are labels, so this is one series per
+# SecretSync and status, the cardinality every other metric here avoids. As External Secrets'
+# ``externalsecret_status_condition``: 1 on the current status, 0 on the other.
+SECRETSYNC_CONDITION = Gauge(
+    "secretferry_secretsync_condition",
+    "Per SecretSync (opt-in): 1 for the status its condition has now, 0 for the other status.",
+    ["namespace", "name", "condition", "status"],
+)
+_STATUSES = ("True", "False")
+_sync_conditions: dict[tuple[str, str], dict[str, str]] = {}
+"""The status each SecretSync's series say now, per condition: a pass that changes nothing (10,000
+per resync) then costs a dict lookup, and a deletion removes exactly the series there are."""
+_per_object = False
+
+
+def export_per_object(enabled: bool) -> None:
+    """Turn ``secretferry_secretsync_condition`` on or off (start-up, from the settings)."""
+    global _per_object
+    _per_object = enabled
+
+
+def set_sync_condition(key: tuple[str, str], condition: str, status: str) -> None:
+    """The SecretSync ``key`` (namespace, name) has ``condition`` at ``status`` now; a no-op unless
+    :func:`export_per_object` turned the per-object gauge on."""
+    if not _per_object:
+        return
+    known = _sync_conditions.setdefault(key, {})
+    if known.get(condition) == status:
+        return
+    known[condition] = status
+    namespace, name = key
+    for each in _STATUSES:
+        SECRETSYNC_CONDITION.labels(namespace, name, condition, each).set(1.0 if each == status else 0.0)
+
+
+def forget_sync(key: tuple[str, str]) -> None:
+    """The SecretSync is gone: its series go too (a gauge left behind would say it still exists)."""
+    namespace, name = key
+    for condition in _sync_conditions.pop(key, {}):
+        for each in _STATUSES:
+            with contextlib.suppress(KeyError):  # older prometheus_client raises for a missing child
+                SECRETSYNC_CONDITION.remove(namespace, name, condition, each)

@@ -7,6 +7,7 @@ that works for a single-replica, cluster-wide install.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Self
 
 from pydantic import Field, model_validator
@@ -20,13 +21,20 @@ class Settings(BaseSettings):
 
     # --- where we run ---------------------------------------------------------------------
     namespace: str = Field(
-        "secretferry-system", description="Namespace the operator runs in; holds its HMAC key."
+        "secretferry-system",
+        description="Namespace the operator runs in (the chart sets it to the pod's own). Its HMAC key"
+        " Secret (`hmac_key_secret`) and its leader-election Lease (`peering`) live there.",
     )
     watch_namespaces: str = Field(
-        "", description="Comma-separated namespaces to serve; empty means the whole cluster."
+        "",
+        description="Comma-separated namespaces whose SecretSyncs and MachineIdentities the operator"
+        " serves; empty means the whole cluster. Listing them lets its RBAC stay namespaced (the chart's"
+        " scope.namespaces), so it can read no Secret elsewhere.",
     )
     kubeconfig: str | None = Field(
-        None, description="Kubeconfig path; unset means in-cluster or $KUBECONFIG."
+        None,
+        description="Path of the kubeconfig to reach the apiserver with, for running outside a cluster;"
+        " unset means the pod's ServiceAccount inside one, else $KUBECONFIG or ~/.kube/config.",
     )
     pod_name: str = Field(
         "",
@@ -38,14 +46,23 @@ class Settings(BaseSettings):
 
     # --- the service ----------------------------------------------------------------------
     default_host_api: str = Field(
-        "https://app.infisical.com", description="Service URL for identities that do not set spec.hostAPI."
+        "https://app.infisical.com",
+        description="Service base URL for identities that do not set spec.hostAPI; always an allowed"
+        " host. https, or http to loopback, unless `allow_insecure_http`: checked at start-up, so a wrong"
+        " value stops the operator rather than every login.",
     )
-    service_timeout_seconds: float = Field(10.0, description="Per-call timeout for list and login calls.")
+    service_timeout_seconds: float = Field(
+        10.0,
+        description="Seconds one call to the service (list, login, token renewal) may wait at each step:"
+        " connecting (at most 5 of them), sending, and each wait for the answer. Calls are small, so a"
+        " slower answer means an overloaded service, better retried with backoff than waited for. Event"
+        " streams are exempt: heartbeats tell a live one from a dead one.",
+    )
     allowed_hosts: str = Field(
         "",
         description=(
             "Comma-separated service hosts (URLs, or host[:port] with port 443 when omitted) a namespaced"
-            " MachineIdentity may send credentials to, besides default_host_api, which is always allowed."
+            " MachineIdentity may send credentials to, besides `default_host_api`, which is always allowed."
             " Set by whoever installs the operator, so a namespace user cannot point tokens at a host of"
             " their own. ClusterMachineIdentities (cluster-admin objects) may name any host."
         ),
@@ -59,40 +76,70 @@ class Settings(BaseSettings):
         600,
         ge=600,  # TokenRequest's own floor
         le=48 * 3600,  # the CRD's ceiling for tokenExpirationSeconds
-        description="Cap on the lifetime of a minted ServiceAccount token: it is used once, for one login,"
-        " within a second; a larger spec.auth.kubernetes.tokenExpirationSeconds is lowered to this.",
+        description="Cap on the lifetime of a minted ServiceAccount token, in seconds (600 is"
+        " TokenRequest's floor, 172800 the CRD's ceiling). The token is used once, for one login, within"
+        " a second, so a longer life only lengthens the time a leaked one works; a larger"
+        " spec.auth.kubernetes.tokenExpirationSeconds is lowered to this.",
     )
 
     # --- scheduling -------------------------------------------------------------------------
     workers: int = Field(
-        32, ge=1, description="Concurrent reconciles; bounded so a resync storm cannot starve writes."
+        32,
+        ge=1,
+        description="SecretSync reconciles that run at once (a count). The bound keeps a start-up or resync"
+        " of thousands of SecretSyncs to this many requests in flight at the apiserver and the service;"
+        " live changes are queued ahead of that backlog, so they do not wait for it.",
     )
     streaming_refresh_interval_seconds: float = Field(
-        3600.0, description="Safety-net resync period while a scope's event stream is healthy."
+        3600.0,
+        description="Seconds between safety-net resyncs of a scope while its event stream is healthy."
+        " Events only nudge, so one that is lost is repaired by this full list at the latest; without a"
+        " stream a scope follows its SecretSyncs' spec.refreshInterval instead.",
     )
     resync_jitter_fraction: float = Field(
-        0.1, ge=0, le=0.5, description="Spreads periodic resyncs to avoid bursts."
+        0.1,
+        ge=0,
+        le=0.5,
+        description="Fraction of each periodic resync interval by which it is moved earlier or later at"
+        " random (0.1: ±10 %), so that scopes created together do not all resync in the same second.",
     )
     event_debounce_seconds: float = Field(
         0.01,
-        description="After an event nudges its scopes at once, further events within this window are "
-        "coalesced into one more nudge per scope (a batch write at the service arrives within a few ms).",
+        description="Seconds: after an event nudges its scopes at once, further events within this window"
+        " are coalesced into one more nudge per scope, so a burst costs two lists per scope, not one per"
+        " event (a batch write at the service arrives within a few ms).",
     )
     backoff_initial_seconds: float = Field(
-        1.0, description="First retry delay after a failed fetch or login."
+        1.0,
+        description="Seconds before the first retry after a failed fetch, login or stream connection; each"
+        " further failure doubles the delay (streams add full jitter), so a failing service is not"
+        " hammered.",
     )
     backoff_max_seconds: float = Field(
-        300.0, description="Cap on retry delay so a recovered service is seen soon."
+        300.0,
+        description="Cap on that doubling retry delay, in seconds (streams cap theirs at 60), so a service"
+        " that recovers is used again within this long at the latest; sooner when the operator's probe"
+        " of a silent host sees it answer.",
     )
 
     # --- streams ----------------------------------------------------------------------------
-    stream_heartbeat_seconds: float = Field(15.0, description="The service's heartbeat period.")
+    stream_heartbeat_seconds: float = Field(
+        15.0,
+        description="Seconds between the heartbeats the service sends on an event stream (15 for the real"
+        " one); the stream watchdog's timeout is this times `stream_watchdog_heartbeats`. Change it only"
+        " for a service that beats at another pace.",
+    )
     stream_watchdog_heartbeats: float = Field(
-        3.0, description="Silent heartbeats before a stream is replaced."
+        3.0,
+        description="Heartbeat periods (a count, fractions allowed) a stream may stay silent before it is"
+        " dropped and replaced: three tolerate a late heartbeat, yet a connection a proxy or NAT dropped"
+        " without a word is noticed within 45 s.",
     )
     stream_retry_after_refusal_seconds: float = Field(
         3600.0,
-        description="How long scopes poll before retrying a stream the service refused (plan, permission).",
+        description="Seconds the scopes of a stream the service refused (a plan without events, a missing"
+        " permission) poll before the stream is tried again: retrying does not fix a refusal soon, and"
+        " each attempt costs a login and a request.",
     )
 
     # --- templates (rendered in worker processes; reconcile/renderpool.py) -----------------------
@@ -100,25 +147,25 @@ class Settings(BaseSettings):
         2,
         ge=1,
         le=16,
-        description="Worker processes rendering templates, started on first use (~25 MiB each): two, so"
-        " one namespace's slow template never holds the only one.",
+        description="Worker processes (a count) rendering templates, started on first use (~25 MiB each):"
+        " two, so one namespace's slow template never holds the only one.",
     )
     template_cpu_limit_seconds: float = Field(
         1.0,
         gt=0,
-        description="CPU time one SecretSync's templates may use per render; real templates take"
+        description="CPU seconds one SecretSync's templates may use per render; real templates take"
         " milliseconds. Beyond it: TemplateError, and the worker is replaced.",
     )
     template_timeout_seconds: float = Field(
         5.0,
         gt=0,
-        description="Wall-clock time a worker may take for one render before it is killed and replaced;"
+        description="Wall-clock seconds a worker may take for one render before it is killed and replaced;"
         " above the CPU limit, because a busy node runs the (niced) workers slower.",
     )
     template_memory_limit_mib: int = Field(
         64,
         ge=16,
-        description="Memory a worker may allocate for a render, beyond its own ~25 MiB (RLIMIT_AS). Each"
+        description="MiB a worker may allocate for a render, beyond its own ~25 MiB (RLIMIT_AS). Each"
         " worker counts against the pod's memory limit.",
     )
     template_max_output_bytes: int = Field(
@@ -129,27 +176,112 @@ class Settings(BaseSettings):
     )
 
     # --- rollouts ---------------------------------------------------------------------------
+    rollouts_enabled: bool = Field(
+        True,
+        description="Restart workloads whose Secret data changed (rolloutRestartTargets, auto-reload)."
+        " Off (the chart's config.rolloutsEnabled=false, which also drops the workload RBAC rules):"
+        " nothing is listed or restarted, so an install may hold no rights on workloads at all.",
+    )
     rollout_cooldown_seconds: float = Field(
-        30.0, description="At most one restart per workload per cooldown."
+        30.0,
+        description="Seconds: each workload is restarted at most once per this period; changes inside it"
+        " coalesce into one restart at its end, so a burst of secret changes restarts a workload once,"
+        " not once per change.",
     )
 
     # --- identity -----------------------------------------------------------------------------
+    token_requests_enabled: bool = Field(
+        True,
+        description="Mint ServiceAccount tokens (TokenRequest) for Kubernetes-auth logins. Off (the chart's"
+        " config.tokenRequestsEnabled=false, which also drops the serviceaccounts rules): every identity"
+        " with spec.auth.kubernetes is refused with TokenRequestsDisabled before anything is read or"
+        " minted, so an install may hold no right to mint tokens.",
+    )
     token_renew_margin_fraction: float = Field(
-        0.2, description="Renew or re-login when this fraction of the access token's lifetime is left."
+        0.2,
+        description="Fraction of an access token's lifetime still left when the operator renews it (or"
+        " logs in again): 0.2 renews a one-hour token 12 minutes early, time for retries before it"
+        " expires.",
     )
     hmac_key_secret: str = Field(
-        "secretferry-hmac-key", description="Secret in `namespace` holding the HMAC key."
+        "secretferry-hmac-key",
+        description="Name of the Secret in `namespace` holding the key of the HMACs in status (dataHMAC),"
+        " created on first start; a digest of secret data is shown only keyed, so it reveals nothing"
+        " without this key. No SecretSync may write to it.",
     )
 
     # --- observability / HA -------------------------------------------------------------------
-    metrics_port: int = Field(8080, description="Prometheus metrics on /metrics; 0 disables.")
-    liveness_port: int = Field(8081, description="kopf liveness endpoint on /healthz; 0 disables.")
-    log_level: str = Field("INFO", description="Python log level.")
+    metrics_port: int = Field(
+        8080,
+        description="TCP port of the Prometheus metrics endpoint (/metrics, on `listen_address`); 0 turns"
+        " it off.",
+    )
+    liveness_port: int = Field(
+        8081,
+        description="TCP port of kopf's liveness endpoint (/healthz, on `listen_address`) that the kubelet"
+        " probes; 0 turns it off.",
+    )
+    listen_address: str = Field(
+        "0.0.0.0",
+        description="IP address the metrics and liveness endpoints listen on. 0.0.0.0 (the default, as in"
+        " earlier releases): every IPv4 interface. `::`: every IPv6 interface (the liveness endpoint then"
+        " takes IPv6 only). 127.0.0.1 keeps both on loopback, out of reach of Prometheus and of the"
+        " kubelet's probe (turn the probe off then). Checked at start-up.",
+    )
+    per_object_metrics: bool = Field(
+        False,
+        description="Export `secretferry_secretsync_condition`, one series per SecretSync and condition"
+        " status (namespace and name as labels), like External Secrets' per-object gauge. Off by default:"
+        " 10,000 SecretSyncs would be 20,000 series; the aggregate `secretferry_secretsyncs` costs two.",
+    )
+    log_level: str = Field(
+        "INFO",
+        description="Python log level: DEBUG, INFO, WARNING or ERROR. httpx's per-request lines and kopf's"
+        " per-object ones stay at WARNING whatever this says: they would name every object and URL.",
+    )
     log_format: str = Field(
-        "json", pattern="^(json|text)$", description="json for clusters, text for humans."
+        "json",
+        pattern="^(json|text)$",
+        description="json (one object per line) for log collectors, text for humans.",
     )
     peering: str = Field(
-        "", description="Lease name for leader election (replicas > 1); empty runs as the only replica."
+        "",
+        description="Name of the coordination.k8s.io Lease in `namespace` that replicas elect the active one"
+        " with (timed by `leader_lease_duration_seconds` and the two below it); needed for more than one"
+        " replica. Empty: this process is the only replica and starts at once.",
+    )
+    leader_lease_duration_seconds: int = Field(
+        15,
+        ge=1,
+        description="Seconds a standby waits, after it last saw the Lease change, before it takes over"
+        " (written into the Lease as leaseDurationSeconds). Measured on the standby's own clock, never"
+        " against the holder's renewTime, so clock skew between nodes cannot cause an early takeover. A"
+        " killed leader is replaced 13-21 s later with the defaults; longer is slower, shorter gives less"
+        " room to a slow apiserver. Must be above `leader_renew_deadline_seconds`.",
+    )
+    leader_renew_deadline_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds the leader keeps trying to renew the Lease after its last good renewal; then it"
+        " stops its work and exits, and the kubelet restarts it as a standby. Below"
+        " `leader_lease_duration_seconds`, so the leader stops before any standby may take over; the gap"
+        " (5 s by default) covers stopping and clocks running at slightly different rates.",
+    )
+    leader_retry_period_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="Seconds between the leader's renewals, and (plus up to half again, at random, so"
+        " standbys do not poll in step) between a standby's reads of the Lease. Below"
+        " `leader_renew_deadline_seconds`, so a leader gets several tries (five by default) before it"
+        " gives up.",
+    )
+    leader_release_on_shutdown: bool = Field(
+        False,
+        description="A leader that shuts down hands the Lease over once its work has stopped, so a standby"
+        " takes over within a retry period instead of after the lease duration (a rolling update or a"
+        " drain then leaves no gap). Off by default, as client-go's ReleaseOnCancel: a write the"
+        " apiserver received just before the stop may still land after the standby started, which the"
+        " lease duration otherwise leaves time for.",
     )
 
     @model_validator(mode="after")
@@ -167,10 +299,39 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _listen_address_is_an_ip(self) -> Self:
+        """A host name would be resolved by each server on its own, maybe to different addresses:
+        an IP literal binds both endpoints to the same one, and a typo stops start-up."""
+        try:
+            ipaddress.ip_address(self.listen_address)
+        except ValueError:
+            raise ValueError(
+                f"listen_address {self.listen_address!r} is not an IP address (e.g. 0.0.0.0, ::, 127.0.0.1)"
+            ) from None
+        return self
+
+    @model_validator(mode="after")
     def _template_deadline_above_cpu_limit(self) -> Self:
         """A wall-clock deadline below the CPU limit would report every slow template as a timeout."""
         if self.template_timeout_seconds <= self.template_cpu_limit_seconds:
             raise ValueError("template_timeout_seconds must be above template_cpu_limit_seconds")
+        return self
+
+    @model_validator(mode="after")
+    def _leader_timings_ordered(self) -> Self:
+        """The leader must stop before a standby may take over (renew deadline below the lease) and
+        must get at least one renewal in before its deadline (retry period below it)."""
+        retry, renew, lease = (
+            self.leader_retry_period_seconds,
+            self.leader_renew_deadline_seconds,
+            self.leader_lease_duration_seconds,
+        )
+        if not retry < renew < lease:
+            raise ValueError(
+                "leader election needs SECRETFERRY_LEADER_RETRY_PERIOD_SECONDS <"
+                " SECRETFERRY_LEADER_RENEW_DEADLINE_SECONDS < SECRETFERRY_LEADER_LEASE_DURATION_SECONDS;"
+                f" got {retry:g}, {renew:g}, {lease}"
+            )
         return self
 
     def watched_namespaces(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""secretferry.settings: the template limits (the rest is exercised by every other test)."""
+"""secretferry.settings: the template limits, and descriptions that name each setting's unit (the
+rest is exercised by every other test)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,25 @@ def test_the_deadline_must_be_above_the_cpu_limit() -> None:
     assert limits == renderpool.Limits(
         cpu_seconds=1.0, timeout_seconds=5.0, memory_bytes=64 * 1024 * 1024, max_output_bytes=1024 * 1024
     )
+
+
+# A setting's name ends in its unit (house habit); its description, which is all a user reads in
+# docs/settings.md and `secretferry run --help`, must say the same unit in words.
+UNIT_WORDS = {
+    "_seconds": "seconds",
+    "_mib": "mib",
+    "_bytes": "bytes",
+    "_fraction": "fraction",
+    "_heartbeats": "heartbeat periods",
+    "_port": "port",
+    "workers": "(a count)",
+}
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in settings_mod.Settings.model_fields if n.endswith(tuple(UNIT_WORDS))]
+)
+def test_a_description_names_the_unit_of_its_setting(name: str) -> None:
+    suffix = next(s for s in UNIT_WORDS if name.endswith(s))
+    description = str(settings_mod.Settings.model_fields[name].description)
+    assert UNIT_WORDS[suffix] in description.lower(), f"{name}: {description}"

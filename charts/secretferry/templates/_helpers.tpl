@@ -71,6 +71,28 @@ app.kubernetes.io/part-of: secretferry
 {{- if and .Values.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "serviceMonitor.enabled needs metrics.enabled=true" -}}
 {{- end -}}
+{{- if and .Values.prometheusRule.enabled (not .Values.metrics.enabled) -}}
+{{- fail "prometheusRule.enabled needs metrics.enabled=true: its alerts read the operator's metrics" -}}
+{{- end -}}
+{{- $minAvailable := .Values.podDisruptionBudget.minAvailable -}}
+{{- $minAvailableCount := or (kindIs "float64" $minAvailable) (kindIs "int64" $minAvailable) (kindIs "int" $minAvailable) -}}
+{{- if and (include "secretferry.pdbEnabled" .) $minAvailableCount (ge (int $minAvailable) (int .Values.replicaCount)) -}}
+{{- fail "podDisruptionBudget.minAvailable must be below replicaCount: otherwise no operator pod can ever be evicted and node drains hang" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* True ("true") when a PodDisruptionBudget is rendered: `auto` means only with more than one replica. */}}
+{{- define "secretferry.pdbEnabled" -}}
+{{- $mode := toString .Values.podDisruptionBudget.enabled -}}
+{{- if or (eq $mode "true") (and (eq $mode "auto") (gt (int .Values.replicaCount) 1)) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+PromQL matchers selecting this release's series: what the chart's ServiceMonitor yields (the
+`namespace` target label, and `job` from the Service's app.kubernetes.io/name via jobLabel).
+*/}}
+{{- define "secretferry.metricSelector" -}}
+{{- .Values.prometheusRule.selector | default (printf "namespace=%q, job=%q" .Release.Namespace (include "secretferry.name" .)) -}}
 {{- end -}}
 
 {{/*
@@ -104,16 +126,20 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]
+{{- if .Values.config.tokenRequestsEnabled }}
 # Kubernetes auth: read a ServiceAccount's opt-in annotation (secretferry.io/allowed-identities),
 # then mint one short-lived token for it per login (TokenRequest). Never list, never update.
+# Off with config.tokenRequestsEnabled=false (the operator then refuses Kubernetes auth itself).
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get"]
 - apiGroups: [""]
   resources: ["serviceaccounts/token"]
   verbs: ["create"]
+{{- end }}
+{{- if .Values.config.rolloutsEnabled }}
 # rolloutRestartTargets and auto-reload: list the workloads of a namespace to find the consumers of
-# a Secret, and patch one annotation on a pod template.
+# a Secret, and patch one annotation on a pod template. Off with config.rolloutsEnabled=false.
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets", "daemonsets"]
   verbs: ["list", "patch"]
@@ -121,6 +147,7 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]
   verbs: ["list", "patch"]
+{{- end }}
 {{- end }}
 {{- end -}}
 

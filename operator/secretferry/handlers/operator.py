@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kopf
@@ -48,7 +48,12 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     controller = controller_mod.Controller(kube=kube, settings=cfg, hmac_key=key, instance=instance)
     memo.kube, memo.controller = kube, controller
     if cfg.peering:
-        memo.elector = asyncio.create_task(_lead(kube, cfg, controller, instance), name="leader election")
+        memo.elector = elector = leases.Elector(
+            kube, namespace=cfg.namespace, name=cfg.peering, identity=instance, timings=leader_timings(cfg)
+        )
+        memo.election = asyncio.create_task(
+            lead(elector, start=controller.start, stop=lambda: _stop_controller(memo)), name="leader election"
+        )
         log.info("secretferry waiting for leadership (Lease %s/%s)", cfg.namespace, cfg.peering)
     else:
         await controller.start()
@@ -61,42 +66,56 @@ def instance_name(cfg: settings_mod.Settings, env: Mapping[str, str]) -> str:
     return cfg.pod_name or env.get("HOSTNAME") or socket.gethostname()
 
 
-# A leader renews every 5 s and holds the Lease for 15 s: a crashed leader is replaced within
-# ~15-20 s, and a slow apiserver round trip does not cost leadership.
-_LEASE_SECONDS = 15
-_RENEW_SECONDS = 5.0
+def leader_timings(cfg: settings_mod.Settings) -> leases.Timings:
+    return leases.Timings(
+        lease_duration_seconds=cfg.leader_lease_duration_seconds,
+        renew_deadline_seconds=cfg.leader_renew_deadline_seconds,
+        retry_period_seconds=cfg.leader_retry_period_seconds,
+    )
 
 
-async def _lead(
-    kube: kube_client.Kube, cfg: settings_mod.Settings, controller: controller_mod.Controller, instance: str
+def _terminate() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+async def lead(
+    elector: leases.Elector,
+    *,
+    start: Callable[[], Awaitable[None]],
+    stop: Callable[[], Awaitable[None]],
+    exit_process: Callable[[], None] = _terminate,
 ) -> None:
-    """Run the controller only while holding the Lease; exit when leadership is lost, so that a
-    fresh process (restarted by the kubelet) waits its turn with clean state."""
-    leading, renewed_at = False, 0.0
-    loop = asyncio.get_running_loop()
-    while True:
-        try:
-            held = await leases.acquire_or_renew(
-                kube,
-                namespace=cfg.namespace,
-                name=cfg.peering,
-                identity=instance,
-                lease_seconds=_LEASE_SECONDS,
-            )
-        except kube_errors.KubeError as exc:
-            log.warning("leader election: %s", exc)
-            held = leading and loop.time() - renewed_at < _LEASE_SECONDS * 0.8
-        if held:
-            renewed_at = loop.time()
-            if not leading:
-                leading = True
-                log.info("became the leader (%s); starting the controller", instance)
-                await controller.start()
-        elif leading:
-            log.error("lost leadership of Lease %s/%s; exiting", cfg.namespace, cfg.peering)
-            os.kill(os.getpid(), signal.SIGTERM)
+    """Run the controller only while holding the Lease.
+
+    On losing it, the controller stops first, before a standby may take over (the elector gives up
+    at the renew deadline, below the lease duration), so two replicas never write at once. Then
+    the process exits, so that a fresh one (restarted by the kubelet) waits its turn with clean
+    state rather than a half-stopped controller.
+    """
+
+    async def step_down() -> None:
+        log.error("lost leadership; stopping the controller and exiting")
+        await stop()
+        exit_process()
+
+    try:
+        await elector.run(on_started_leading=start, on_stopped_leading=step_down)
+    except Exception:  # a bug while waiting to lead: a restarted process is a fresh candidate
+        log.exception("leader election failed; exiting")
+        exit_process()
+
+
+async def _stop_controller(memo: kopf.Memo) -> None:
+    """Stop the controller once, whoever asks first (a step-down, then the shutdown it causes);
+    a later caller waits for the same stop. Shielded: cancelling a caller does not leave the
+    controller half stopped."""
+    stopping: asyncio.Task[None] | None = getattr(memo, "stopping", None)
+    if stopping is None:
+        controller: controller_mod.Controller | None = getattr(memo, "controller", None)
+        if controller is None:
             return
-        await asyncio.sleep(_RENEW_SECONDS)
+        stopping = memo.stopping = asyncio.create_task(controller.stop(), name="controller stop")
+    await asyncio.shield(stopping)
 
 
 @kopf.on.login()
@@ -144,12 +163,17 @@ def _in_cluster_login(memo: kopf.Memo, *, trust_env: bool) -> kopf.ConnectionInf
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    elector: asyncio.Task[None] | None = getattr(memo, "elector", None)
-    if elector is not None:
-        elector.cancel()
-    controller: controller_mod.Controller | None = getattr(memo, "controller", None)
-    if controller is not None:
-        await controller.stop()
+    election: asyncio.Task[None] | None = getattr(memo, "election", None)
+    if election is not None:
+        election.cancel()
+        await asyncio.wait([election])  # ended, however it ended: no renewal races the release
+    await _stop_controller(memo)
+    elector: leases.Elector | None = getattr(memo, "elector", None)
+    cfg: settings_mod.Settings = memo.settings
+    if elector is not None and cfg.leader_release_on_shutdown:
+        # after the controller stopped, so no write of ours follows: a standby takes over at once
+        # instead of waiting out the lease duration (a rollout's new pod, or the other replica)
+        await elector.release()
     kube: kube_client.Kube | None = getattr(memo, "kube", None)
     if kube is not None:
         await kube.close()

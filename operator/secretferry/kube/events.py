@@ -2,16 +2,25 @@
 
 An Event is a courtesy to humans running ``kubectl describe``; losing one must never fail or
 delay a reconcile, so every failure is logged and swallowed here.
+
+A namespace being deleted refuses every new object, Events included, and its deletion flips many
+of our objects at once (the identity goes first, so every SecretSync there turns
+IdentityNotFound): a thousand SecretSyncs meant a thousand WARNING lines about Events nobody
+could read anyway. So a namespace seen refusing for that reason is remembered for a while
+(:class:`TerminatingNamespaces`): no Event is posted there, one DEBUG line says so, and callers
+ask :func:`terminating` before they log a transition of an object in it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Literal, NotRequired, TypedDict
 from urllib.parse import quote
 
+from secretferry import logfields
 from secretferry.kube import errors
 from secretferry.kube.client import Kube
 
@@ -31,6 +40,65 @@ class ObjectRef(TypedDict):
     name: str
     uid: str
     namespace: NotRequired[str | None]
+
+
+# How long a namespace seen terminating is remembered. The namespace controller removes a
+# thousand objects within seconds to a minute, and a namespace held up by a finalizer is asked
+# again (one refused post) only this often; a namespace recreated under the same name meanwhile
+# gets Events again at the latest after this long.
+TERMINATING_MEMORY_SECONDS = 300.0
+# The apiserver's NamespaceLifecycle admission (k8s.io/apiserver, plugin/namespace/lifecycle)
+# refuses a create in a terminating namespace with 403 "unable to create new content in namespace
+# <ns> because it is being terminated", and the status cause NamespaceTerminating; ``KubeError``
+# keeps no causes, so the sentence is what is matched. Once the namespace is gone: 404 with
+# details.kind "namespaces".
+_TERMINATING_TEXT = "because it is being terminated"
+
+
+class TerminatingNamespaces:
+    """Namespaces seen being deleted, each forgotten ``memory_seconds`` after it was last seen."""
+
+    def __init__(
+        self,
+        *,
+        memory_seconds: float = TERMINATING_MEMORY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.memory_seconds = memory_seconds
+        self._clock = clock
+        self._until: dict[str, float] = {}
+
+    def seen(self, namespace: str) -> bool:
+        """Remember ``namespace`` as terminating; True when it was not remembered already."""
+        new = namespace not in self
+        self._until[namespace] = self._clock() + self.memory_seconds
+        return new
+
+    def __contains__(self, namespace: object) -> bool:
+        until = self._until.get(namespace) if isinstance(namespace, str) else None
+        if until is None:
+            return False
+        if self._clock() >= until:
+            del self._until[namespace]  # type: ignore[arg-type]  # a str, checked above
+            return False
+        return True
+
+
+TERMINATING = TerminatingNamespaces()
+"""The process's memory of terminating namespaces (a module-level one: every poster shares it)."""
+
+
+def terminating(namespace: str | None) -> bool:
+    """Whether ``namespace`` was seen being deleted lately: then nothing about its objects is
+    worth an Event or a WARNING line."""
+    return bool(namespace) and namespace in TERMINATING
+
+
+def namespace_going(exc: errors.KubeError) -> bool:
+    """Whether a create was refused because its namespace is being deleted, or is gone already."""
+    if isinstance(exc, errors.NotFound):
+        return exc.details_kind == "namespaces"
+    return isinstance(exc, errors.Forbidden | errors.Conflict) and _TERMINATING_TEXT in exc.message
 
 
 def event_namespace(regarding: ObjectRef) -> str:
@@ -83,8 +151,15 @@ async def post(
     action: str,
     reporting_controller: str = REPORTING_CONTROLLER,
     reporting_instance: str,
-) -> None:
-    """Record an Event; failures are logged at WARNING and otherwise ignored."""
+    namespaces: TerminatingNamespaces | None = None,
+) -> bool:
+    """Record an Event; returns whether it was posted. Failures are logged at WARNING and
+    otherwise ignored, except in a namespace being deleted: nothing is posted there, and one DEBUG
+    line says so (``namespaces``: the memory of those, the process's own by default)."""
+    memory = TERMINATING if namespaces is None else namespaces
+    namespace = event_namespace(regarding)
+    if namespace in memory:
+        return False
     body = build(
         regarding=regarding,
         reason=reason,
@@ -94,12 +169,21 @@ async def post(
         reporting_controller=reporting_controller,
         reporting_instance=reporting_instance,
     )
-    namespace = event_namespace(regarding)
+    fields = logfields.about(regarding["kind"], regarding.get("namespace"), regarding["name"], reason=reason)
     try:
         await kube.request(
             "POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events", body=body
         )
     except errors.KubeError as exc:
+        if namespace_going(exc):
+            if memory.seen(namespace):
+                logger.debug(
+                    "namespace %s is being deleted: no Events there for %.0f s",
+                    namespace,
+                    memory.memory_seconds,
+                    extra=fields,
+                )
+            return False
         logger.warning(
             "could not post event %s for %s %s/%s: %s",
             reason,
@@ -107,4 +191,7 @@ async def post(
             namespace,
             regarding["name"],
             exc,
+            extra=fields,
         )
+        return False
+    return True

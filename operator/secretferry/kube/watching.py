@@ -31,13 +31,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 
+from secretferry import backoff
 from secretferry.kube import errors
 from secretferry.kube.client import Kube, QueryValue
 
@@ -74,21 +74,6 @@ def scoped_path(path: str, namespace: str | None) -> str:
         return path
     prefix, _, plural = path.rstrip("/").rpartition("/")
     return f"{prefix}/namespaces/{namespace}/{plural}"
-
-
-def backoff_delay(
-    failures: int,
-    *,
-    initial: float = BACKOFF_INITIAL_SECONDS,
-    cap: float = BACKOFF_MAX_SECONDS,
-    rand: Callable[[], float] = random.random,
-) -> float:
-    """Exponential with jitter: ``failures``=1 → up to ``initial``; never above ``cap``.
-
-    The jitter keeps replicas and many watches from reconnecting in lockstep after an outage.
-    """
-    ceiling = min(cap, initial * 2.0 ** max(failures - 1, 0))
-    return ceiling * (0.5 + 0.5 * rand())
 
 
 async def list_pages(
@@ -261,7 +246,9 @@ async def watch(
     """
     full_path = scoped_path(path, namespace)
     resource_version: str | None = None
-    failures = 0
+    # Equal jitter: at least half the ceiling, so a watch that keeps failing never re-LISTs in a
+    # tight loop against a struggling apiserver, yet replicas and watches still spread out.
+    retry = backoff.Backoff(BACKOFF_INITIAL_SECONDS, BACKOFF_MAX_SECONDS, jitter=backoff.EQUAL_JITTER)
     while True:
         try:
             if resource_version is None:
@@ -288,18 +275,17 @@ async def watch(
                 label_selector=label_selector,
                 timeout_seconds=timeout_seconds,
             ):
-                failures = 0
+                retry.reset()
                 obj: dict[str, Any] = raw.get("object") or {}
                 resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
                 event = _change(raw)
                 if event is not None:
                     yield event
-            failures = 0  # a clean end of the stream: the server's timeout, not a failure
+            retry.reset()  # a clean end of the stream: the server's timeout, not a failure
         except errors.Gone:
             logger.info("watch %s: resourceVersion expired, listing again", full_path)
             resource_version = None
         except errors.KubeError as exc:
-            failures += 1
-            delay = backoff_delay(failures)
+            delay = retry.next_delay()
             logger.warning("watch %s failed (%s); retrying in %.1f s", full_path, exc, delay)
             await asyncio.sleep(delay)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
-from typing import Any, Final, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
 
 GROUP: Final = "secretferry.io"
@@ -67,6 +67,8 @@ class CRModel(BaseModel):
         use_attribute_docstrings=True,
         frozen=True,
         extra="ignore",
+        # Built on first use, not at import: start-up is on the way to the first Secret written.
+        defer_build=True,
     )
 
 
@@ -82,18 +84,51 @@ class ObjectMeta(CRModel):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
-class Condition(CRModel):
+TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
+"""How Kubernetes writes a ``metav1.Time``: RFC 3339 in UTC, whole seconds."""
+
+
+def _wire_time(value: datetime) -> str:
+    return value.astimezone(UTC).strftime(TIME_FORMAT)
+
+
+Time = Annotated[AwareDatetime, PlainSerializer(_wire_time, return_type=str, when_used="json")]
+"""A timestamp in a status: written exactly as Kubernetes writes its own (``TIME_FORMAT``), so a
+value read back compares equal to the one written, and a naive datetime cannot get in."""
+
+
+class StatusModel(CRModel):
+    """Base for every status fragment: written by this operator only, so a misspelt field is an error.
+
+    Why ``extra="forbid"`` here and not in CRModel: with it the pydantic mypy plugin gives
+    ``__init__`` no ``**kwargs``, so ``SecretSyncStatus(synced_key=...)`` fails type checking (and
+    validation at run time) instead of silently dropping the value. Reading loses nothing: the
+    apiserver prunes fields its CRD does not know, and a status this version cannot read is dropped
+    by ``lenient_status``; the operator itself never reads status through these models.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+
+CONDITION_MESSAGE_MAX: Final = 32768  # metav1.Condition's limit on message
+
+
+class Condition(StatusModel):
     """A Kubernetes-style status condition (the shape of ``metav1.Condition``)."""
 
     type: str = Field(min_length=1, max_length=316)  # metav1.Condition limits
     """Condition type, e.g. ``Ready``."""
     status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds."""
     reason: str = Field(default="", max_length=1024)
     """CamelCase reason, one of the constants in ``secretferry.reconcile.reasons``."""
-    message: str = Field(default="", max_length=32768)
+    message: str = Field(default="", max_length=CONDITION_MESSAGE_MAX)
     """Human-readable detail. Names keys and fields, never secret values."""
     observed_generation: int | None = Field(default=None, ge=0)
-    last_transition_time: datetime | None = None
+    """The metadata.generation this condition was set for: older than the object's means it is
+    not up to date with the latest spec."""
+    last_transition_time: Time | None = None
+    """When status last changed (a new reason or message with the same status does not move it)."""
 
 
 def conditions_field() -> Any:
@@ -114,26 +149,37 @@ class SecretKeyRef(CRModel):
     """A key of a Secret in the referring object's own namespace."""
 
     name: str = Field(min_length=1, max_length=DNS_SUBDOMAIN_MAX)
+    """Name of the Secret."""
     key: str = Field(min_length=1, max_length=DNS_SUBDOMAIN_MAX)
+    """Key in the Secret's data."""
 
 
 class ClusterSecretKeyRef(SecretKeyRef):
     """A key of a Secret; a cluster-scoped referrer must say which namespace."""
 
     namespace: str = Field(min_length=1, max_length=63)  # namespace names are DNS labels
+    """Namespace of the Secret."""
 
 
 class LabelSelectorRequirement(CRModel):
+    """One requirement on a label, e.g. ``{key: env, operator: In, values: [prod, staging]}``."""
+
     key: str = Field(min_length=1, max_length=317)  # prefix (253) + "/" + name (63)
+    """Label key the requirement is about, e.g. ``env``."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """In: the label's value is one of values. NotIn: the label is absent or its value is none of
+    values. Exists / DoesNotExist: the label is present / absent, whatever its value."""
     values: list[str] = Field(default_factory=list, max_length=256)
+    """Label values for In and NotIn; ignored by Exists and DoesNotExist."""
 
 
 class LabelSelector(CRModel):
     """``metav1.LabelSelector``: all of matchLabels and matchExpressions must hold."""
 
     match_labels: dict[str, str] = Field(default_factory=dict)
+    """Labels that must all be present with exactly these values, e.g. ``{team: payments}``."""
     match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list, max_length=64)
+    """Label requirements that must all hold, in addition to matchLabels."""
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether ``labels`` satisfy the selector (an empty selector matches everything)."""

@@ -9,7 +9,6 @@ reads either kind.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import Field, model_validator
@@ -40,20 +39,28 @@ _UNIVERSAL_SHAPE = base.cel(
 
 
 class ServiceAccountRef(base.CRModel):
+    """A ServiceAccount in the identity's own namespace."""
+
     name: str = Field(min_length=1, max_length=base.DNS_SUBDOMAIN_MAX)
+    """Name of the ServiceAccount, e.g. ``app-login``."""
 
 
 class ClusterServiceAccountRef(ServiceAccountRef):
+    """A ServiceAccount in any namespace."""
+
     namespace: str = Field(min_length=1, max_length=63)
+    """Namespace of the ServiceAccount."""
 
 
 class TLSConfig(base.CRModel, json_schema_extra=base.validations(_ONE_OF_TLS)):
     """Extra trust for the service's TLS certificate (system roots are always trusted)."""
 
     ca_bundle: str | None = Field(default=None, min_length=1)
-    """PEM-encoded CA certificates."""
+    """PEM-encoded CA certificates (``-----BEGIN CERTIFICATE-----`` ...). Set at most one of caBundle
+    and caSecretRef."""
     ca_secret_ref: base.SecretKeyRef | None = None
-    """A Secret key holding PEM-encoded CA certificates."""
+    """A key of a Secret in this namespace holding PEM-encoded CA certificates. The Secret must carry
+    the annotation secretferry.io/allowed-identities listing this MachineIdentity."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
@@ -63,47 +70,73 @@ class TLSConfig(base.CRModel, json_schema_extra=base.validations(_ONE_OF_TLS)):
 
 
 class ClusterTLSConfig(TLSConfig):
+    """Extra trust for the service's TLS certificate (system roots are always trusted)."""
+
     ca_secret_ref: base.ClusterSecretKeyRef | None = None
+    """A key of a Secret in any namespace holding PEM-encoded CA certificates; the Secret needs no
+    opt-in annotation."""
 
 
 class KubernetesAuth(base.CRModel):
     """Log in with a freshly minted token of a ServiceAccount (TokenRequest on every login)."""
 
     identity_id: str = Field(min_length=1, max_length=256)
+    """ID of the machine identity at the service."""
     service_account_ref: ServiceAccountRef
+    """The ServiceAccount in this namespace whose token is minted for every login. It must carry the
+    annotation secretferry.io/allowed-identities listing this MachineIdentity (else
+    CredentialsNotOptedIn)."""
     audiences: list[str] = Field(default_factory=list, max_length=16)
-    """Token audiences: the identity's allowed audience at the service. Required for a
-    MachineIdentity (empty would mean the apiserver's own audience); a ClusterMachineIdentity may
-    leave it empty."""
+    """Token audiences, e.g. ``[secretferry]``: the identity's allowed audience at the service.
+    Required for a MachineIdentity (empty would mean the apiserver's own audience); a
+    ClusterMachineIdentity may leave it empty."""
     token_expiration_seconds: int = Field(
         default=MIN_TOKEN_EXPIRATION_SECONDS, ge=MIN_TOKEN_EXPIRATION_SECONDS, le=MAX_TOKEN_EXPIRATION_SECONDS
     )
-    """Lifetime of the token minted for each login; more than the operator's
-    SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS (600 by default) is lowered to it."""
+    """Lifetime of the token minted for each login, in seconds: 600 (the default, 10 minutes) to
+    172800 (48 h), e.g. ``900``. More than the operator's SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS
+    (600 by default) is lowered to it."""
 
 
 class ClusterKubernetesAuth(KubernetesAuth):
+    """Log in with a freshly minted token of a ServiceAccount (TokenRequest on every login)."""
+
     service_account_ref: ClusterServiceAccountRef
+    """The ServiceAccount, in any namespace, whose token is minted for every login; it needs no
+    opt-in annotation."""
 
 
 class CredentialsSecretRef(base.CRModel):
     """One Secret holding both the client id and the client secret."""
 
     name: str = Field(min_length=1, max_length=base.DNS_SUBDOMAIN_MAX)
+    """Name of the Secret, e.g. ``app-universal-auth``."""
     client_id_key: str = Field(default="clientId", min_length=1, max_length=base.DNS_SUBDOMAIN_MAX)
+    """Key holding the client id; default ``clientId``."""
     client_secret_key: str = Field(default="clientSecret", min_length=1, max_length=base.DNS_SUBDOMAIN_MAX)
+    """Key holding the client secret; default ``clientSecret``."""
 
 
 class ClusterCredentialsSecretRef(CredentialsSecretRef):
+    """One Secret, in the given namespace, holding both the client id and the client secret."""
+
     namespace: str = Field(min_length=1, max_length=63)
+    """Namespace of the Secret."""
 
 
 class UniversalAuth(base.CRModel, json_schema_extra=base.validations(_UNIVERSAL_SHAPE)):
     """Client id + client secret: ``clientId`` and ``clientSecretRef``, or ``credentialsSecretRef``."""
 
     client_id: str | None = Field(default=None, min_length=1, max_length=256)
+    """Client ID of the identity's universal auth at the service, written inline (it is not a
+    secret); goes with clientSecretRef."""
     client_secret_ref: base.SecretKeyRef | None = None
+    """A key of a Secret in this namespace holding the client secret. The Secret must carry the
+    annotation secretferry.io/allowed-identities listing this MachineIdentity."""
     credentials_secret_ref: CredentialsSecretRef | None = None
+    """One Secret in this namespace holding both the client ID and the client secret, instead of
+    clientId and clientSecretRef. It must carry the annotation secretferry.io/allowed-identities
+    listing this MachineIdentity."""
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -117,26 +150,41 @@ class UniversalAuth(base.CRModel, json_schema_extra=base.validations(_UNIVERSAL_
 
 
 class ClusterUniversalAuth(UniversalAuth):
+    """Client id + client secret: ``clientId`` and ``clientSecretRef``, or ``credentialsSecretRef``."""
+
     client_secret_ref: base.ClusterSecretKeyRef | None = None
+    """A key of a Secret in any namespace holding the client secret; the Secret needs no opt-in
+    annotation."""
     credentials_secret_ref: ClusterCredentialsSecretRef | None = None
+    """One Secret, in any namespace, holding both the client ID and the client secret, instead of
+    clientId and clientSecretRef; it needs no opt-in annotation."""
 
 
 class AccessTokenAuth(base.CRModel):
     """A ready access token from a Secret (development only: it is never renewed)."""
 
     secret_ref: base.SecretKeyRef
+    """A key of a Secret in this namespace holding the access token. The Secret must carry the
+    annotation secretferry.io/allowed-identities listing this MachineIdentity."""
 
 
 class ClusterAccessTokenAuth(AccessTokenAuth):
+    """A ready access token from a Secret (development only: it is never renewed)."""
+
     secret_ref: base.ClusterSecretKeyRef
+    """A key of a Secret in any namespace holding the access token; the Secret needs no opt-in
+    annotation."""
 
 
 class IdentityAuth(base.CRModel, json_schema_extra=base.validations(_ONE_OF_AUTH)):
     """Exactly one login method."""
 
     kubernetes: KubernetesAuth | None = None
+    """Kubernetes auth: log in with a freshly minted ServiceAccount token."""
     universal: UniversalAuth | None = None
+    """Universal auth: log in with a client ID and a client secret."""
     access_token: AccessTokenAuth | None = None
+    """A ready access token from a Secret, for development only: it is never renewed."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
@@ -154,23 +202,39 @@ class IdentityAuth(base.CRModel, json_schema_extra=base.validations(_ONE_OF_AUTH
 
 
 class ClusterIdentityAuth(IdentityAuth):
+    """Exactly one login method."""
+
     kubernetes: ClusterKubernetesAuth | None = None
+    """Kubernetes auth: log in with a freshly minted ServiceAccount token."""
     universal: ClusterUniversalAuth | None = None
+    """Universal auth: log in with a client ID and a client secret."""
     access_token: ClusterAccessTokenAuth | None = None
+    """A ready access token from a Secret, for development only: it is never renewed."""
 
 
 class MachineIdentitySpec(base.CRModel):
+    """Where the secrets service is and how to log in to it."""
+
     host_api: str | None = Field(default=None, alias="hostAPI", pattern=r"^https?://", max_length=2048)
-    """Service base URL, e.g. ``https://app.infisical.com``; default from operator settings."""
+    """Service base URL, e.g. ``https://app.infisical.com``; default: the operator's
+    SECRETFERRY_DEFAULT_HOST_API. A namespaced MachineIdentity may only name that default host or one
+    in the operator's SECRETFERRY_ALLOWED_HOSTS, and every identity needs https, or http to loopback,
+    unless the operator allows insecure http (else HostNotAllowed)."""
     tls: TLSConfig | None = None
+    """Extra CA certificates to trust for the service's TLS certificate (system roots are always
+    trusted)."""
     auth: IdentityAuth
+    """How to log in: exactly one of kubernetes, universal and accessToken."""
 
 
 class AllowedNamespaces(base.CRModel):
     """Namespaces whose SecretSyncs may use a ClusterMachineIdentity: listed names, or selected."""
 
     names: list[str] = Field(default_factory=list, max_length=1024)
+    """Namespaces allowed by name, e.g. ``[team-a, team-b]``."""
     selector: base.LabelSelector | None = None
+    """Namespaces allowed by their labels, e.g. ``{matchLabels: {team: payments}}``; a namespace
+    listed in names or selected here is allowed."""
 
     def allows(self, namespace: str, labels: Mapping[str, str]) -> bool:
         """Whether a namespace with these labels is listed or selected."""
@@ -180,20 +244,33 @@ class AllowedNamespaces(base.CRModel):
 
 
 class ClusterMachineIdentitySpec(MachineIdentitySpec):
+    """Where the secrets service is, how to log in to it, and which namespaces may use the identity."""
+
     tls: ClusterTLSConfig | None = None
+    """Extra CA certificates to trust for the service's TLS certificate (system roots are always
+    trusted)."""
     auth: ClusterIdentityAuth
+    """How to log in: exactly one of kubernetes, universal and accessToken."""
     allowed_namespaces: AllowedNamespaces | None = None
-    """Who may use this identity. Absent: every namespace; present: only names or selected ones."""
+    """Namespaces whose SecretSyncs may use this identity. Absent: every namespace; present: only
+    the listed or selected ones (others get IdentityNotAllowed)."""
 
     def allows_namespace(self, namespace: str, labels: Mapping[str, str]) -> bool:
         return self.allowed_namespaces is None or self.allowed_namespaces.allows(namespace, labels)
 
 
-class MachineIdentityStatus(base.CRModel):
+class MachineIdentityStatus(base.StatusModel):
+    """Whether the operator can log in with this identity; written by the operator only."""
+
     conditions: list[base.Condition] = base.conditions_field()
+    """Ready: True (reason LoggedIn) when the last login or use of the identity worked; False with
+    the reason when it did not."""
     observed_generation: int | None = None
-    token_expires_at: datetime | None = None
-    last_login_time: datetime | None = None
+    """The metadata.generation the conditions describe."""
+    token_expires_at: base.Time | None = None
+    """When the current access token expires; the operator renews it or logs in again before then."""
+    last_login_time: base.Time | None = None
+    """When the operator last logged in with this identity."""
     list_endpoint: Literal["/api/v4/secrets", "/api/v3/secrets/raw"] | None = None
     """Route the operator lists secrets through on this identity's host, once a list there showed
     it: /api/v4/secrets, or /api/v3/secrets/raw on a self-hosted server older than v4."""

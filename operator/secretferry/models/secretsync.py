@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -65,9 +64,15 @@ def is_data_key(key: str) -> bool:
 
 
 class IdentityRef(base.CRModel):
+    """The MachineIdentity or ClusterMachineIdentity a SecretSync logs in to the service as."""
+
     kind: IdentityKind = "MachineIdentity"
-    """A namespaced MachineIdentity must live in the SecretSync's namespace."""
+    """``MachineIdentity`` (default) or ``ClusterMachineIdentity``. A MachineIdentity must be in the
+    SecretSync's namespace; a ClusterMachineIdentity must admit that namespace in its
+    allowedNamespaces (else IdentityNotAllowed and nothing is fetched)."""
     name: str = Field(pattern=base.DNS_SUBDOMAIN_PATTERN, max_length=base.DNS_SUBDOMAIN_MAX)
+    """Name of the identity, e.g. ``app-identity``; a MachineIdentity is looked up in the
+    SecretSync's own namespace."""
 
 
 # The service reads ``metadataFilter=key=a,value=b|key=c,value=d`` by splitting on "|", "," and "="
@@ -79,29 +84,45 @@ METADATA_FILTER_MAX = 10
 
 
 class MetadataFilter(base.CRModel):
+    """One metadata pair a secret must carry at the service to be synced."""
+
     key: str = Field(min_length=1, max_length=256, pattern=_METADATA_TEXT)
+    """Metadata key, e.g. ``team``: no ``|``, ``,`` or ``=``, and no whitespace at either end."""
     value: str = Field(min_length=1, max_length=1024, pattern=_METADATA_TEXT)
+    """Value the metadata key must have, e.g. ``payments``; the same characters as key."""
 
 
 class Source(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT)):
     """One list call at the service. Keys of later sources override keys of earlier ones."""
 
     project_id: str | None = Field(default=None, min_length=1, max_length=256)
+    """ID of the project at the service. Set exactly one of projectId and projectSlug."""
     project_slug: str | None = Field(default=None, min_length=1, max_length=256)
+    """Slug of the project at the service, e.g. ``payments-api``, which the operator resolves to its
+    ID. Set exactly one of projectId and projectSlug."""
     environment: str = Field(min_length=1, max_length=256)
     """Environment slug, e.g. ``prod``."""
     path: str = Field(default="/", pattern=r"^/", max_length=1024)
+    """Folder to list, e.g. ``/`` (the default) or ``/backend/db``. A literal path, not a glob."""
     recursive: bool = False
     """Also list every folder below ``path``. The service lists 20 folders deep at most and says
     nothing when it stops: a listing that reaches that depth is not synced (SourceTooDeep)."""
     include_imports: bool = True
+    """Also take the secrets imported into the folder (default true); the folder's own secrets
+    override imported ones with the same key."""
     expand_references: bool = True
+    """Have the service expand secret references such as ``${DB_HOST}`` or ``${prod.db.HOST}`` in
+    values (default true)."""
     tag_slugs: list[str] = Field(default_factory=list, max_length=32)
+    """Only secrets carrying at least one of these tags (slugs, e.g. ``backend``); empty: any."""
     metadata_filter: list[MetadataFilter] = Field(default_factory=list, max_length=METADATA_FILTER_MAX)
+    """Only secrets whose metadata has every listed pair (at most 10); empty: any."""
     include_keys: list[str] = Field(default_factory=list, max_length=256)
-    """Glob patterns (``*``, ``?``, ``[abc]``); when set, only matching keys are taken."""
+    """Key globs to keep, e.g. ``DB_*``; empty keeps every key. Python fnmatch syntax, matched
+    case-sensitively against the whole key name: ``*`` any characters, ``?`` one character,
+    ``[abc]`` / ``[!abc]`` a set (``[*]`` for a literal ``*``); no ``**``, braces or backslash escapes."""
     exclude_keys: list[str] = Field(default_factory=list, max_length=256)
-    """Glob patterns; matching keys are dropped (after includeKeys)."""
+    """Key globs to drop, e.g. ``*_TEST``, applied after includeKeys; the same syntax as includeKeys."""
 
     @model_validator(mode="after")
     def _one_project(self) -> Self:
@@ -119,8 +140,16 @@ class Template(base.CRModel):
     """
 
     data: dict[str, str] = Field(default_factory=dict, max_length=1024)
-    """Target key -> template."""
+    """Target key -> Jinja2 template, e.g.
+    ``DATABASE_URL: "postgres://{{ DB_USER }}:{{ secrets['db-pass'] | urlencode }}@db:5432/app"``.
+    A template sees each fetched secret as a variable when its key is an identifier, all of them in
+    the dict ``secrets``, and Jinja's filters plus b64enc, b64dec, tojson and fromjson; an undefined
+    name is an error. It runs in Jinja's immutable sandbox in a
+    worker process limited (operator defaults) to 1 s CPU, 64 MiB memory, 5 s wall clock and 1 MiB
+    output for all keys together, with range() capped at 10,000 items (over a limit: TemplateError)."""
     include_all: bool = False
+    """Also write every fetched key as it is, templated keys overriding them. Default false: only the
+    templated keys are written."""
 
     @field_validator("data")
     @classmethod
@@ -140,23 +169,36 @@ class Template(base.CRModel):
 class Target(
     base.CRModel, json_schema_extra=base.validations(_CONFIGMAP_UNTYPED, _NO_FORBIDDEN_TYPE, _NO_MERGE_FROM)
 ):
+    """The Secret or ConfigMap a SecretSync writes, always in its own namespace."""
+
     name: str | None = Field(
         default=None, pattern=base.DNS_SUBDOMAIN_PATTERN, max_length=base.DNS_SUBDOMAIN_MAX
     )
-    """Name of the Secret/ConfigMap in the SecretSync's namespace; default: the SecretSync's name."""
+    """Name of the Secret/ConfigMap in the SecretSync's namespace; default: the SecretSync's name.
+    An existing object is written only if this SecretSync created it (label secretferry.io/sync), or
+    with creationPolicy Merge; otherwise TargetConflict."""
     kind: TargetKind = "Secret"
-    """ConfigMap is for non-sensitive data only."""
+    """``Secret`` (default) or ``ConfigMap``. ConfigMap is for non-sensitive data only, and has no type."""
     type: str = Field(default="Opaque", min_length=1, max_length=253)
-    """Secret type. Ignored with creationPolicy Merge: the existing object keeps its own."""
+    """Secret type, e.g. ``Opaque`` (default) or ``kubernetes.io/tls`` (its required keys are checked).
+    kubernetes.io/service-account-token and helm.sh/release.v1 are refused. Ignored with
+    creationPolicy Merge: the existing object keeps its own."""
     labels: dict[str, str] = Field(default_factory=dict)
+    """Labels put on the target, e.g. ``{app: web}``; unless creationPolicy is Merge the operator adds
+    app.kubernetes.io/managed-by and secretferry.io/sync."""
     annotations: dict[str, str] = Field(default_factory=dict)
+    """Annotations put on the target. Not secretferry.io/merge-from: that opt-in is for the target's
+    owner to set."""
     template: Template | None = None
+    """Jinja2 templates that build the target's keys from the fetched secrets. Without one, every
+    fetched key is written as it is; with one, only the templated keys unless includeAll is true."""
     creation_policy: CreationPolicy = "Owner"
-    """Owner: create it, owned (garbage-collected with the SecretSync). Orphan: create it, unowned.
-    Merge: write our keys into an existing object someone else owns, which must name this
+    """Owner (default): create it, owned (garbage-collected with the SecretSync). Orphan: create it,
+    unowned. Merge: write our keys into an existing object someone else owns, which must name this
     SecretSync in its secretferry.io/merge-from annotation."""
     deletion_policy: DeletionPolicy = "Retain"
-    """Keys that vanish at the service: Retain keeps them in the target, Delete removes them."""
+    """Keys that vanish at the service: Retain (default) keeps them in the target, Delete removes them
+    (with Merge, only keys this SecretSync wrote)."""
 
     @model_validator(mode="after")
     def _type(self) -> Self:
@@ -172,14 +214,24 @@ class Target(
 
 
 class RolloutRestartTarget(base.CRModel):
+    """A workload restarted when the target's data changes, e.g. ``{kind: Deployment, name: web}``."""
+
     kind: Literal["Deployment", "StatefulSet", "DaemonSet", "Rollout"]
+    """Workload kind: Deployment, StatefulSet, DaemonSet or Rollout (Argo Rollouts)."""
     name: str = Field(pattern=base.DNS_SUBDOMAIN_PATTERN, max_length=base.DNS_SUBDOMAIN_MAX)
+    """Name of the workload; always in the SecretSync's own namespace."""
 
 
 class SecretSyncSpec(base.CRModel):
+    """Which secrets to copy from the service, logged in as which identity, into which object."""
+
     identity_ref: IdentityRef
+    """The MachineIdentity or ClusterMachineIdentity to log in to the service as."""
     sources: list[Source] = Field(min_length=1, max_length=MAX_SOURCES)
+    """Where to read secrets: 1 to 20 scopes (project, environment, path, filters), one list call
+    each. Keys of later sources override keys of earlier ones."""
     target: Target = Field(default_factory=Target)
+    """The Secret or ConfigMap to write, in the SecretSync's namespace, and how to write it."""
     refresh_interval: str = Field(
         default=DEFAULT_REFRESH_INTERVAL,
         min_length=2,
@@ -187,11 +239,15 @@ class SecretSyncSpec(base.CRModel):
         pattern=base.DURATION_PATTERN,
         json_schema_extra=base.validations(_MIN_REFRESH),
     )
-    """How often to re-read the service (30s, 5m, 1h30m). Stretched while an event stream is healthy."""
+    """How often to re-read the service: a duration in whole hours, minutes and seconds, e.g. ``30s``,
+    ``5m`` (the default) or ``1h30m``; at least ``1s``. While the event stream is healthy it is
+    stretched to the operator's streaming resync period (1 h by default)."""
     instant_updates: bool = True
-    """Subscribe to the service's event stream and sync on change notifications."""
+    """Subscribe to the service's event stream and sync on change notifications (default true);
+    false: poll every refreshInterval."""
     rollout_restart_targets: list[RolloutRestartTarget] = Field(default_factory=list, max_length=32)
-    """Workloads in the same namespace restarted after the target's data changes."""
+    """Workloads in the same namespace restarted after the target's data changes, e.g.
+    ``[{kind: Deployment, name: web}]``."""
     allow_empty: bool = False
     """Sync a source that lists no secrets (or whose key filters keep none). By default such a
     source stops the sync (SourceEmpty) and the target stays as it is: a mistyped or deleted path
@@ -209,20 +265,39 @@ class SecretSyncSpec(base.CRModel):
         return base.parse_duration(self.refresh_interval)
 
 
-class TargetStatus(base.CRModel):
+class TargetStatus(base.StatusModel):
+    """The Secret or ConfigMap a SecretSync writes, in its own namespace."""
+
     kind: TargetKind
+    """Secret or ConfigMap."""
     name: str
+    """Name of the object."""
 
 
-class SecretSyncStatus(base.CRModel):
+class SecretSyncStatus(base.StatusModel):
+    """What the operator last did for this SecretSync; written by the operator only.
+
+    A field left out of a status patch (None here) keeps the value written before: a failure says
+    why in the Ready condition, and the fields of the last success stay.
+    """
+
     conditions: list[base.Condition] = base.conditions_field()
+    """Ready: True (reason Synced) when the target holds what the sources list; False with the reason
+    the last pass failed, while the target keeps what the last success wrote."""
     observed_generation: int | None = None
-    last_sync_time: datetime | None = None
-    synced_keys: list[str] = Field(default_factory=list)
+    """The metadata.generation the last pass worked on."""
+    last_sync_time: base.Time | None = None
+    """When a pass last succeeded and wrote the target or changed this status. A pass that finds
+    everything as it was does not move it."""
+    synced_keys: list[str] | None = None
     """Names of the keys this SecretSync wrote (never values)."""
     synced_key_count: int | None = None
+    """How many keys syncedKeys names (the Keys column)."""
     update_mode: Literal["Streaming", "Polling"] | None = None
+    """Streaming: the service's event stream starts a sync on every change. Polling: only
+    spec.refreshInterval does (instant updates off, or no healthy stream for a source)."""
     update_mode_reason: str | None = None
+    """Why updateMode is what it is, e.g. why the stream is unavailable."""
     data_hmac: str | None = Field(default=None, alias="dataHMAC")
     """Keyed HMAC-SHA256 of the written data: shows a change without revealing anything."""
     target: TargetStatus | None = None

@@ -17,7 +17,7 @@ The controller and its collaborators, one job each::
 The pass, for one SecretSync::
 
     sync             the pass, top to bottom: identity → scopes → fetch → build → write → report
-    target_writes    create/apply/replace/trim the target, or Refused (decided against the cache)
+    target_writes    create/apply/replace/trim the target, or a Problem (decided against the cache)
     sync_report      status patch when it differs, an Event on a Ready transition
     deps             the bag of what the pass needs (built once by the controller)
 
@@ -26,8 +26,10 @@ What the pass decides with, and keeps::
     guards           source and target checks (empty listings, depth, protected, not ours)
     drift            does the target need a write, and which keys to keep or remove
     desired          the desired Secret/ConfigMap: a pure function of (SecretSync, fetched data)
-    outcomes         service and Kubernetes errors as (reason, message, retriable)
+    outcomes         service and Kubernetes errors as Problems (the error class decides retry)
     conditions       status.conditions helpers (keep lastTransitionTime when unchanged)
+    problems         Problem(reason, message, retriable, retry_after): what status, Events and
+                     retries read, whoever found it
     reasons          every reason and mode string, as constants
     state            in-memory indexes: SecretSyncs, scopes, the target cache
     identities       the identity registry: parsed identities and their shared sessions
@@ -47,8 +49,10 @@ Where does a change go::
     what an event stream's news triggers    streaming (the streams themselves: service.streams)
     start-up order or readiness             startup
     a new collaborator                      its own module, built and wired in controller
+    a new failure, or whether it is retried  a Problem where it is found (``retriable``); service
+                                            and Kubernetes errors: outcomes; delays: ``secretferry.backoff``
 
 Import direction (checked by import-linter, pyproject.toml "Layers inside reconcile"): controller
 → startup → the collaborators → sync → target_writes/sync_report/identity_status → deps → the
-bookkeeping and decisions → pure building → rendering → reasons.
+bookkeeping and decisions → pure building → rendering → problems → reasons.
 """

@@ -1,54 +1,82 @@
-"""Pure helpers for ``status.conditions``: set one condition, keep the transition time stable.
+"""``status.conditions``: set one condition as a typed model, keep its transition time stable.
 
 Why this matters: a status patch that only moves ``lastTransitionTime`` is a write that changes
 nothing for the user but echoes back as a watch event for every one of 10,000 objects.
+
+What is kept in memory (``SyncEntry.status``) is the status as plain JSON, to stay small; what is
+written is built here as ``models.base.Condition``. So reading works on mappings, writing on models.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
+
+import pydantic
+
+from secretferry.models import base as models_base
+
+Status = Literal["True", "False", "Unknown"]
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now() -> datetime:
+    """The current time at the precision Kubernetes keeps (whole seconds)."""
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def set_condition(
     conditions: Sequence[Mapping[str, Any]],
     *,
     type_: str,
-    status: str,
+    status: Status,
     reason: str,
     message: str,
     observed_generation: int | None,
-    now: str,
-) -> list[dict[str, Any]]:
-    """Return ``conditions`` with one condition replaced; its transition time moves only on a
-    change of ``status``."""
-    result: list[dict[str, Any]] = []
+    now: datetime,
+) -> list[models_base.Condition]:
+    """``conditions`` (as read) with one condition replaced, sorted by type; its transition time
+    moves only on a change of ``status``.
+
+    A message longer than a Condition may hold is cut, not refused: the status must still say
+    what went wrong. Another condition that does not parse is dropped, not copied forward.
+    """
+    result: list[models_base.Condition] = []
     previous: Mapping[str, Any] | None = None
     for cond in conditions:
         if cond.get("type") == type_:
             previous = cond
-        else:
-            result.append(dict(cond))
+            continue
+        try:
+            result.append(models_base.Condition.model_validate(cond))
+        except pydantic.ValidationError:
+            continue
     transition = now
-    if previous is not None and previous.get("status") == status and previous.get("lastTransitionTime"):
-        transition = str(previous["lastTransitionTime"])
-    entry: dict[str, Any] = {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": transition,
-    }
-    if observed_generation is not None:
-        entry["observedGeneration"] = observed_generation
-    result.append(entry)
-    result.sort(key=lambda c: str(c.get("type")))
+    if previous is not None and previous.get("status") == status:
+        transition = _time(previous.get("lastTransitionTime")) or now
+    result.append(
+        models_base.Condition(
+            type=type_,
+            status=status,
+            reason=reason,
+            message=message[: models_base.CONDITION_MESSAGE_MAX],
+            observed_generation=observed_generation,
+            last_transition_time=transition,
+        )
+    )
+    result.sort(key=lambda c: c.type)
     return result
+
+
+def _time(value: Any) -> datetime | None:
+    """A timestamp as read back from the apiserver, or None when there is none to keep."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
 
 
 def find(conditions: Sequence[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:

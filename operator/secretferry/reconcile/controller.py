@@ -18,13 +18,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import pydantic
-
 from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
-from secretferry.models import errors as model_errors
-from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import (
     deps,
     identity_intake,
@@ -66,17 +62,23 @@ class Controller:
         self.syncs: dict[state.SyncKey, state.SyncEntry] = {}
         self.background = tasks.Tasks()
         self.identities = ident_mod.IdentityRegistry(
-            kube=kube, settings=settings, on_host_recovered=lambda host: self.recovery.host_recovered(host)
+            kube=kube,
+            settings=settings,
+            on_host_recovered=lambda host: self.recovery.host_recovered(host),
+            clock=clock,
         )
         self.fetcher = fetcher_mod.ScopeFetcher(
             backoff_initial=settings.backoff_initial_seconds,
             backoff_max=settings.backoff_max_seconds,
-            on_call=_count_list_call,
+            on_call=metrics.count_list_call,
         )
         self.scopes = state.ScopeIndex(jitter_fraction=settings.resync_jitter_fraction)
         self.targets = state.TargetCache()
         self.rollouts = rollouts.RolloutManager(
-            kube, cooldown_seconds=settings.rollout_cooldown_seconds, instance=instance
+            kube,
+            cooldown_seconds=settings.rollout_cooldown_seconds,
+            instance=instance,
+            enabled=settings.rollouts_enabled,
         )
         self.queue: scheduler.Scheduler[state.SyncKey] = scheduler.Scheduler(
             self._work, workers=settings.workers
@@ -178,21 +180,10 @@ class Controller:
         entry = self.syncs.get(key)
         if entry is None:
             return
-        _parse(entry)
+        entry.parse()
         try:
             delay = await sync.reconcile(self.deps, entry)
         finally:
             entry.model = None  # parsed again next time: see SyncEntry.body
         if delay is not None and key in self.syncs:
             self.queue.enqueue_after(key, delay)
-
-
-def _count_list_call(scope: scope_mod.Scope, outcome: str, endpoint: str) -> None:
-    metrics.SERVICE_CALLS.labels(endpoint=endpoint, status=outcome).inc()
-
-
-def _parse(entry: state.SyncEntry) -> None:
-    try:
-        entry.model, entry.invalid = sync_models.SecretSync.from_body(entry.body), None
-    except pydantic.ValidationError as exc:
-        entry.model, entry.invalid = None, model_errors.describe_validation_error(exc)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.reconcile import identities as ident_mod
-from secretferry.reconcile import rollouts, state
+from secretferry.reconcile import problems, rollouts, state
 from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import scopes as scope_mod
 
@@ -32,8 +32,8 @@ class Deps:
     targets: state.TargetCache
     rollouts: rollouts.RolloutManager
     on_scopes_changed: Callable[[set[scope_mod.Scope], set[scope_mod.Scope]], None]
-    on_identity: Callable[[ident_mod.IdentityEntry, tuple[str, str] | None], Awaitable[None]]
-    """Told after each use of an identity: None when its login worked, else (reason, message)."""
+    on_identity: Callable[[ident_mod.IdentityEntry, problems.Problem | None], Awaitable[None]]
+    """Told after each use of an identity: None when its login worked, else why not."""
     instance: str
     clock: Callable[[], float] = time.monotonic
     step_aside: Callable[[], Awaitable[None]] = lambda: asyncio.sleep(0)

@@ -4,8 +4,8 @@ Order of precedence, lowest first: within a source, its imports in position orde
 secrets; then each source in ``spec.sources`` order; then templated keys. ``includeKeys`` /
 ``excludeKeys`` filter each source before it is merged.
 
-Failures raise RenderError with a condition reason and a message that names keys and template
-keys, never values.
+Failures raise a ``problems.Problem`` (not retriable: only an edit fixes them) whose message
+names keys and template keys, never values.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from secretferry.models import base, labels, secretsync
-from secretferry.reconcile import reasons, renderpool, templating
+from secretferry.reconcile import problems, reasons, renderpool, templating
 
 # The apiserver rejects Secrets and ConfigMaps whose data exceeds 1 MiB.
 MAX_DATA_BYTES: Final = 1024 * 1024
@@ -52,15 +52,6 @@ class FetchedSource:
     depth: int = 0
     """How many folders below the source's path the deepest listed secret sits (0 when not
     recursive): what tells that a recursive listing reached the service's depth limit."""
-
-
-class RenderError(Exception):
-    """The desired object cannot be built. ``reason`` is a constant from ``reasons``."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 class OwnerReference(BaseModel):
@@ -174,7 +165,7 @@ async def render_and_build(
         failure = str(exc)
     else:
         return build_desired(sync, fetched, hmac_key=hmac_key, rendered=rendered)
-    raise RenderError(reasons.TEMPLATE_ERROR, failure)
+    raise problems.Problem(reasons.TEMPLATE_ERROR, failure)
 
 
 def build_desired(
@@ -232,13 +223,13 @@ def _render(
     else:
         return {**secrets, **rendered} if template.include_all else rendered
     # Raised outside the handler: no exception chain to carry anything along (none does today).
-    raise RenderError(reasons.TEMPLATE_ERROR, failure)
+    raise problems.Problem(reasons.TEMPLATE_ERROR, failure)
 
 
 def _check_keys(data: Mapping[str, str]) -> None:
     bad = sorted(k for k in data if not secretsync.is_data_key(k))
     if bad:
-        raise RenderError(
+        raise problems.Problem(
             reasons.INVALID_KEY,
             f"keys not allowed in Secret/ConfigMap data (letters, digits, '-', '_', '.'): {', '.join(bad)};"
             " exclude them with excludeKeys or rename them with a template",
@@ -248,10 +239,12 @@ def _check_keys(data: Mapping[str, str]) -> None:
 def _check_type(secret_type: str, data: Mapping[str, str]) -> None:
     missing = [k for k in _REQUIRED_ALL.get(secret_type, ()) if k not in data]
     if missing:
-        raise RenderError(reasons.INVALID_SECRET_TYPE, f"type {secret_type} needs keys: {', '.join(missing)}")
+        raise problems.Problem(
+            reasons.INVALID_SECRET_TYPE, f"type {secret_type} needs keys: {', '.join(missing)}"
+        )
     wanted = _REQUIRED_ANY.get(secret_type)
     if wanted and not any(k in data for k in wanted):
-        raise RenderError(
+        raise problems.Problem(
             reasons.INVALID_SECRET_TYPE, f"type {secret_type} needs one of: {', '.join(wanted)}"
         )
     json_key = _JSON_KEYS.get(secret_type)
@@ -261,13 +254,15 @@ def _check_type(secret_type: str, data: Mapping[str, str]) -> None:
         except ValueError:
             valid = False
         if not valid:
-            raise RenderError(reasons.INVALID_SECRET_TYPE, f"{json_key} must hold a JSON object")
+            raise problems.Problem(reasons.INVALID_SECRET_TYPE, f"{json_key} must hold a JSON object")
 
 
 def _check_size(data: Mapping[str, str]) -> None:
     size = sum(len(k) + len(v.encode()) for k, v in data.items())
     if size > MAX_DATA_BYTES:
-        raise RenderError(reasons.TARGET_TOO_LARGE, f"data is {size} bytes; the limit is {MAX_DATA_BYTES}")
+        raise problems.Problem(
+            reasons.TARGET_TOO_LARGE, f"data is {size} bytes; the limit is {MAX_DATA_BYTES}"
+        )
 
 
 def _labels(sync: secretsync.SecretSync) -> dict[str, str]:

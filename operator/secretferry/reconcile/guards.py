@@ -1,7 +1,7 @@
 """May the target be written at all? Small pure checks over what was fetched and what is there.
 
 drift.py answers "does the target differ?"; this module answers the question before it. Each
-check returns ``(reason, message)`` or None; the first problem wins, and any problem means that
+check returns a ``problems.Problem`` or None; the first problem wins, and any problem means that
 nothing is written (status says why). Two chains:
 
 - **sources**, before anything is built: a recursive listing that reaches the service's depth
@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from secretferry.models import labels, secretsync
-from secretferry.reconcile import reasons
+from secretferry.reconcile import problems, reasons
 from secretferry.reconcile.desired import DesiredObject, FetchedSource, select_keys
 
-Problem = tuple[str, str]
 Actual = Mapping[str, Any]
 
 # service-api.md: a recursive list goes at most 20 folders deep and says nothing when it stops.
@@ -67,7 +66,7 @@ def relative_depth(root: str, path: str | None) -> int:
     return len(parts) - len(base)
 
 
-def source_problem(sync: secretsync.SecretSync, fetched: Sequence[FetchedSource]) -> Problem | None:
+def source_problem(sync: secretsync.SecretSync, fetched: Sequence[FetchedSource]) -> problems.Problem | None:
     """Why the fetched sources must not be synced, or None. ``fetched`` follows ``spec.sources``."""
     pairs = list(zip(sync.spec.sources, fetched, strict=True))
     checks: list[_SourceCheck] = [_too_deep]
@@ -81,7 +80,7 @@ def source_problem(sync: secretsync.SecretSync, fetched: Sequence[FetchedSource]
     return None
 
 
-_SourceCheck = Callable[[int, secretsync.Source, FetchedSource], Problem | None]
+_SourceCheck = Callable[[int, secretsync.Source, FetchedSource], problems.Problem | None]
 
 
 def _where(index: int, source: secretsync.Source) -> str:
@@ -89,10 +88,10 @@ def _where(index: int, source: secretsync.Source) -> str:
     return f"source {index} (project {project} environment {source.environment} path {source.path})"
 
 
-def _too_deep(index: int, source: secretsync.Source, got: FetchedSource) -> Problem | None:
+def _too_deep(index: int, source: secretsync.Source, got: FetchedSource) -> problems.Problem | None:
     if not source.recursive or got.depth < MAX_LIST_DEPTH:
         return None
-    return (
+    return problems.Problem(
         reasons.SOURCE_TOO_DEEP,
         f"{_where(index, source)} reaches the service's recursive depth limit of {MAX_LIST_DEPTH}"
         " folders: deeper folders are not listed, so the data may be incomplete and the target was"
@@ -101,19 +100,19 @@ def _too_deep(index: int, source: secretsync.Source, got: FetchedSource) -> Prob
     )
 
 
-def _empty(index: int, source: secretsync.Source, got: FetchedSource) -> Problem | None:
+def _empty(index: int, source: secretsync.Source, got: FetchedSource) -> problems.Problem | None:
     listed: dict[str, str] = {}
     for imported in got.imported:
         listed.update(imported)
     listed.update(got.direct)
     if not listed:
-        return (
+        return problems.Problem(
             reasons.SOURCE_EMPTY,
             f"{_where(index, source)} lists no secrets: the path does not exist, is empty, or its"
             f" tag/metadata filters match nothing; {_ALLOW_EMPTY_HINT}",
         )
     if not select_keys(listed, include=source.include_keys, exclude=source.exclude_keys):
-        return (
+        return problems.Problem(
             reasons.SOURCE_EMPTY,
             f"{_where(index, source)} lists {len(listed)} secrets, but includeKeys/excludeKeys keep"
             f" none; {_ALLOW_EMPTY_HINT}",
@@ -130,15 +129,17 @@ def merge_admits(annotations: Mapping[str, str] | None, sync_name: str) -> bool:
     return sync_name in {name.strip() for name in value.split(",") if name.strip()}
 
 
-def protected_name(desired: DesiredObject, protected: Protected) -> Problem | None:
+def protected_name(desired: DesiredObject, protected: Protected) -> problems.Problem | None:
     """Secrets refused by name alone, before anything is read or created."""
     if desired.kind != "Secret":
         return None
     what = f"Secret {desired.name!r}"
     if desired.namespace == protected.namespace and desired.name == protected.hmac_key_secret:
-        return reasons.TARGET_PROTECTED, f"{what} holds the operator's HMAC key; no SecretSync writes it"
+        return problems.Problem(
+            reasons.TARGET_PROTECTED, f"{what} holds the operator's HMAC key; no SecretSync writes it"
+        )
     if desired.name.startswith(HELM_RELEASE_PREFIX):
-        return (
+        return problems.Problem(
             reasons.TARGET_PROTECTED,
             f"{what} is named like a Helm release record; no SecretSync writes it",
         )
@@ -151,7 +152,7 @@ def target_problem(
     *,
     previously_synced: Collection[str],
     protected: Protected,
-) -> Problem | None:
+) -> problems.Problem | None:
     """``(reason, message)`` when the target must not be written at all, else None.
 
     ``actual`` is the object as read (None: it does not exist); ``previously_synced`` the keys
@@ -163,7 +164,13 @@ def target_problem(
     if actual is None:
         if desired.creation_policy == "Merge":
             what = f"{desired.kind} {desired.name!r}"
-            return reasons.TARGET_NOT_FOUND, f"{what} does not exist (creationPolicy Merge writes into it)"
+            # A Merge target is not watched (it carries no label of ours): its creation is
+            # noticed by trying again.
+            return problems.Problem(
+                reasons.TARGET_NOT_FOUND,
+                f"{what} does not exist (creationPolicy Merge writes into it)",
+                retriable=True,
+            )
         return None
     for check in _TARGET_CHECKS:
         problem = check(desired, actual, previously_synced)
@@ -176,34 +183,37 @@ def _what(desired: DesiredObject) -> str:
     return f"{desired.kind} {desired.name!r}"
 
 
-def _protected_type(desired: DesiredObject, actual: Actual, _: Collection[str]) -> Problem | None:
+def _protected_type(desired: DesiredObject, actual: Actual, _: Collection[str]) -> problems.Problem | None:
     kind = actual.get("type")
     if desired.kind != "Secret" or kind not in PROTECTED_SECRET_TYPES:
         return None
-    return reasons.TARGET_PROTECTED, f"{_what(desired)} is of type {kind}, which no SecretSync writes"
+    return problems.Problem(
+        reasons.TARGET_PROTECTED, f"{_what(desired)} is of type {kind}, which no SecretSync writes"
+    )
 
 
-def _opted_in(desired: DesiredObject, actual: Actual, _: Collection[str]) -> Problem | None:
+def _opted_in(desired: DesiredObject, actual: Actual, _: Collection[str]) -> problems.Problem | None:
     if desired.creation_policy != "Merge":
         return None
     if merge_admits((actual.get("metadata") or {}).get("annotations"), desired.sync_name):
         return None
-    return (
+    return problems.Problem(
         reasons.TARGET_NOT_OPTED_IN,
         f"{_what(desired)} has not opted in: creationPolicy Merge writes only into an object whose"
         f" annotation {labels.MERGE_FROM_ANNOTATION} lists this SecretSync ({desired.sync_name});"
         " whoever may write that object can add it",
+        retriable=True,  # as for a missing Merge target: the opt-in is noticed by trying again
     )
 
 
-def _labelled_ours(desired: DesiredObject, actual: Actual, _: Collection[str]) -> Problem | None:
+def _labelled_ours(desired: DesiredObject, actual: Actual, _: Collection[str]) -> problems.Problem | None:
     if desired.creation_policy == "Merge":
         return None
     present = ((actual.get("metadata") or {}).get("labels") or {}).get(labels.SYNC_LABEL)
     if present == desired.labels.get(labels.SYNC_LABEL):
         return None
     owner = "another SecretSync" if present else "something else"
-    return (
+    return problems.Problem(
         reasons.TARGET_CONFLICT,
         f"{_what(desired)} exists and belongs to {owner}; to write into it, creationPolicy Merge and"
         f" its owner's opt-in ({labels.MERGE_FROM_ANNOTATION}) are needed",
@@ -212,7 +222,7 @@ def _labelled_ours(desired: DesiredObject, actual: Actual, _: Collection[str]) -
 
 def _type_change(
     desired: DesiredObject, actual: Actual, previously_synced: Collection[str]
-) -> Problem | None:
+) -> problems.Problem | None:
     """A Secret's type is immutable: changing it means delete and create, which would lose every
     key we did not write. Only a Secret holding nothing but our keys may be replaced."""
     if desired.type is None:
@@ -223,7 +233,7 @@ def _type_change(
     foreign = set(actual.get("data") or {}) - set(previously_synced)
     if not foreign:
         return None
-    return (
+    return problems.Problem(
         reasons.TARGET_CONFLICT,
         f"{_what(desired)} is of type {current} and holds {len(foreign)} key(s) this SecretSync did"
         f" not write; changing its type to {desired.type} would mean deleting it, which the operator"
@@ -231,6 +241,6 @@ def _type_change(
     )
 
 
-_TargetCheck = Callable[[DesiredObject, Actual, Collection[str]], Problem | None]
+_TargetCheck = Callable[[DesiredObject, Actual, Collection[str]], problems.Problem | None]
 # Protection first: whatever else is true of a ServiceAccount token, it is not ours to write.
 _TARGET_CHECKS: Final[tuple[_TargetCheck, ...]] = (_protected_type, _opted_in, _labelled_ours, _type_change)

@@ -34,7 +34,7 @@ from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import identity as identity_models
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import reasons, tenancy
+from secretferry.reconcile import problems, reasons, tenancy
 from secretferry.service import auth, health
 from secretferry.service import client as service_client
 
@@ -55,15 +55,6 @@ def key_str(key: IdentityKey) -> str:
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
 
 
-class IdentityProblem(Exception):
-    """A SecretSync cannot use its identity. ``reason`` is a condition reason."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-
-
 @dataclass
 class IdentityEntry:
     key: IdentityKey
@@ -77,7 +68,7 @@ class IdentityEntry:
     building: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held while the session is built: building awaits Secrets, and two SecretSyncs arriving at
     once must not each build (and log in with) a session of their own."""
-    refusal: tenancy.Refusal | None = None
+    refusal: problems.Problem | None = None
     """Why this identity may not be used at all (tenancy checks on its spec): nothing is sent."""
     notes: tuple[str, ...] = ()
     """What the operator changed from the spec (a capped token lifetime), for the Ready message."""
@@ -119,9 +110,11 @@ class IdentityRegistry:
         kube: kube_client.Kube,
         settings: settings_mod.Settings,
         on_host_recovered: Callable[[health.HostHealth], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self._settings = settings
+        self._clock = clock
         self._entries: dict[IdentityKey, IdentityEntry] = {}
         self._pool = _ClientPool(
             timeout_seconds=settings.service_timeout_seconds, on_host_recovered=on_host_recovered
@@ -179,18 +172,19 @@ class IdentityRegistry:
 
     # --- resolution for a SecretSync ----------------------------------------------------------
     async def resolve(self, sync: sync_models.SecretSync) -> IdentityEntry:
-        """The identity ``sync`` names, after the isolation checks; raises IdentityProblem."""
+        """The identity ``sync`` names, after the isolation checks; raises ``problems.Problem``."""
         ref = sync.spec.identity_ref
         namespace = sync.metadata.namespace or ""
         key: IdentityKey = (ref.kind, namespace if ref.kind == MACHINE else "", ref.name)
         entry = self._entries.get(key)
         where = f"in namespace {namespace}" if ref.kind == MACHINE else "(cluster-scoped)"
         if entry is None:
-            raise IdentityProblem(
+            # Not retriable: its creation is an identity event, which requeues its SecretSyncs.
+            raise problems.Problem(
                 reasons.IDENTITY_NOT_FOUND, f"{ref.kind} {ref.name!r} {where} does not exist"
             )
         if entry.model is None:
-            raise IdentityProblem(
+            raise problems.Problem(
                 reasons.IDENTITY_NOT_READY, f"{ref.kind} {ref.name!r} has an invalid spec: {entry.invalid}"
             )
         if isinstance(entry.model, identity_models.ClusterMachineIdentity):
@@ -198,13 +192,15 @@ class IdentityRegistry:
             assert isinstance(spec, identity_models.ClusterMachineIdentitySpec)
             labels = await self._namespace_labels(namespace) if spec.allowed_namespaces else {}
             if not spec.allows_namespace(namespace, labels):
-                raise IdentityProblem(
+                raise problems.Problem(
                     reasons.IDENTITY_NOT_ALLOWED,
                     f"ClusterMachineIdentity {ref.name!r} does not admit namespace {namespace!r} "
                     "(spec.allowedNamespaces)",
+                    # Namespace labels are not watched: a label that admits it is noticed by trying again.
+                    retriable=True,
                 )
         if entry.refusal is not None:
-            raise IdentityProblem(
+            raise problems.Problem(
                 reasons.IDENTITY_NOT_READY,
                 f"{ref.kind} {ref.name!r} is refused ({entry.refusal.reason}): {entry.refusal.message}",
             )
@@ -212,10 +208,17 @@ class IdentityRegistry:
 
     async def _namespace_labels(self, namespace: str) -> dict[str, str]:
         cached = self._ns_labels.get(namespace)
-        now = time.monotonic()
+        now = self._clock()
         if cached is not None and now - cached[0] < _NAMESPACE_LABELS_TTL_SECONDS:
             return cached[1]
-        labels = await kube_namespaces.labels(self._kube, namespace)
+        try:
+            labels = await kube_namespaces.labels(self._kube, namespace)
+        except kube_errors.KubeError as exc:
+            raise problems.Problem(
+                reasons.KUBERNETES_ERROR,
+                f"cannot read the labels of namespace {namespace!r} (spec.allowedNamespaces): {exc}",
+                retriable=True,
+            ) from exc
         self._ns_labels[namespace] = (now, labels)
         return labels
 
@@ -226,7 +229,8 @@ class IdentityRegistry:
         A refused identity gets none: the refusal is raised before any Secret is read.
         """
         if entry.refusal is not None:
-            raise IdentityProblem(entry.refusal.reason, entry.refusal.message)
+            refusal = entry.refusal  # a new instance per raise: tracebacks would pile up on one
+            raise problems.Problem(refusal.reason, refusal.message, retriable=refusal.retriable)
         if entry.session is not None:
             return entry.session
         async with entry.building:
@@ -266,12 +270,11 @@ class IdentityRegistry:
                 raise _not_opted_in(entry, "Secret", namespace=namespace, name=ref.name)
             return secret.value(ref.key)
         except kube_errors.KubeError as exc:
-            raise IdentityProblem(
-                reasons.CREDENTIALS_NOT_FOUND,
-                f"{key_str(entry.key)}: cannot read key {ref.key!r} of Secret {namespace}/{ref.name}: {exc}",
+            raise _credentials_problem(
+                f"{key_str(entry.key)}: cannot read key {ref.key!r} of Secret {namespace}/{ref.name}: {exc}"
             ) from exc
         except LookupError as exc:
-            raise IdentityProblem(reasons.CREDENTIALS_NOT_FOUND, f"{key_str(entry.key)}: {exc}") from exc
+            raise _credentials_problem(f"{key_str(entry.key)}: {exc}") from exc
 
     async def _ca_bundle(self, entry: IdentityEntry, spec: identity_models.MachineIdentitySpec) -> str | None:
         if spec.tls is None:
@@ -340,9 +343,8 @@ class IdentityRegistry:
                     expiration_seconds=expiration_seconds,
                 )
             except kube_errors.KubeError as exc:
-                raise IdentityProblem(
-                    reasons.CREDENTIALS_NOT_FOUND,
-                    f"{key_str(entry.key)}: TokenRequest for ServiceAccount {namespace}/{name} failed: {exc}",
+                raise _credentials_problem(
+                    f"{key_str(entry.key)}: TokenRequest for ServiceAccount {namespace}/{name} failed: {exc}"
                 ) from exc
             return token
 
@@ -353,9 +355,7 @@ class IdentityRegistry:
         try:
             annotations = await serviceaccounts.read_annotations(self._kube, namespace=namespace, name=name)
         except kube_errors.KubeError as exc:
-            raise IdentityProblem(
-                reasons.CREDENTIALS_NOT_FOUND, f"{key_str(entry.key)}: cannot read ServiceAccount: {exc}"
-            ) from exc
+            raise _credentials_problem(f"{key_str(entry.key)}: cannot read ServiceAccount: {exc}") from exc
         if not tenancy.opted_in(annotations, entry.key[2]):
             raise _not_opted_in(entry, "ServiceAccount", namespace=namespace, name=name)
 
@@ -371,9 +371,17 @@ def _count_login(method: str, result: str) -> None:
     metrics.LOGINS.labels(method=method, result=result).inc()
 
 
-def _not_opted_in(entry: IdentityEntry, kind: str, *, namespace: str, name: str) -> IdentityProblem:
+def _not_opted_in(entry: IdentityEntry, kind: str, *, namespace: str, name: str) -> problems.Problem:
     refusal = tenancy.not_opted_in(kind, namespace=namespace, name=name, identity=entry.key[2])
-    return IdentityProblem(refusal.reason, f"{key_str(entry.key)}: {refusal.message}")
+    return problems.Problem(
+        refusal.reason, f"{key_str(entry.key)}: {refusal.message}", retriable=refusal.retriable
+    )
+
+
+def _credentials_problem(message: str) -> problems.Problem:
+    """A referenced Secret or ServiceAccount is missing or unreadable. Retriable: neither is
+    watched, so its creation (or the RBAC to read it) is noticed by trying again."""
+    return problems.Problem(reasons.CREDENTIALS_NOT_FOUND, message, retriable=True)
 
 
 def _key_ref(name: str, key: str, namespace: str) -> models_base.SecretKeyRef:

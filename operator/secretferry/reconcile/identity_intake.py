@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from secretferry import backoff
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.kube import customresources
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 # "storage is (re)initializing" right after a CRD install: a few attempts, then kopf's watch
 # brings the identities anyway.
 _LIST_ATTEMPTS = 10
+_LIST_RETRY_INITIAL_SECONDS = 0.5
 _LIST_RETRY_MAX_SECONDS = 5.0
 
 
@@ -58,6 +60,9 @@ class IdentityIntake:
         sources = [(ident_mod.CLUSTER, None)] + [(ident_mod.MACHINE, ns) for ns in namespaces]
         for kind, namespace in sources:
             plural = ident_mod.PLURALS[kind]
+            retry = backoff.Backoff(
+                _LIST_RETRY_INITIAL_SECONDS, _LIST_RETRY_MAX_SECONDS, jitter=backoff.EQUAL_JITTER
+            )
             for attempt in range(_LIST_ATTEMPTS):
                 try:
                     items = await customresources.list_items(self._kube, plural=plural, namespace=namespace)
@@ -65,7 +70,7 @@ class IdentityIntake:
                 except kube_errors.KubeError as exc:
                     where = customresources.collection_path(plural, namespace=namespace)
                     log.warning("listing identities (%s), attempt %d: %s", where, attempt + 1, exc)
-                    await asyncio.sleep(min(0.5 * 2**attempt, _LIST_RETRY_MAX_SECONDS))
+                    await asyncio.sleep(retry.next_delay())
             else:
                 continue  # kopf's watch will still bring them
             for body in items:

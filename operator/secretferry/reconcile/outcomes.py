@@ -1,7 +1,11 @@
-"""Map failures at the boundaries to condition reasons and retry delays.
+"""Map failures at the boundaries to ``problems.Problem``: a condition reason, a message, a retry.
 
-Retry is decided by the exception class (style.md): a transient service failure backs off, a
-spec problem waits for the user to change something (a watch event brings it back).
+Retry is decided by the exception class (style.md): the service's own ``retriable`` (only
+``Unavailable`` and its 429 children: the same call may succeed later) says whether to back off;
+anything else waits for a change (the pass looks again at the SecretSync's refresh, since the
+service can change its mind without Kubernetes hearing of it). For Kubernetes errors the class
+decides here: RBAC that may be granted or an apiserver that may come back are retried; a conflict
+or a rejected object waits for an edit.
 
 The words before the colon are ours; whatever the service wrote arrives inside ``exc.message``
 already quoted, cut to 200 characters and marked ``service said: "…"`` (``service.wire``), and a
@@ -11,46 +15,47 @@ presented as the operator's own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from secretferry.kube import errors as kube_errors
-from secretferry.reconcile import reasons
+from secretferry.reconcile import problems, reasons
 from secretferry.service import errors as service_errors
 
 
-@dataclass(frozen=True)
-class Failure:
-    reason: str
-    message: str
-    retriable: bool
-    retry_after: float | None = None
-
-
-def from_service_error(exc: service_errors.ServiceError, *, scope_text: str) -> Failure:
+def from_service_error(exc: service_errors.ServiceError, *, scope_text: str) -> problems.Problem:
     req = f" (reqId {exc.req_id})" if exc.req_id else ""
     detail = f"{scope_text}: {exc.message}{req}"
+    reason, what = _service_reason(exc)
+    retry_after = exc.retry_after if isinstance(exc, service_errors.Unavailable) else None
+    return problems.Problem(reason, f"{what}, {detail}", retriable=exc.is_retriable, retry_after=retry_after)
+
+
+def _service_reason(exc: service_errors.ServiceError) -> tuple[str, str]:
     if isinstance(exc, service_errors.RateLimited):
-        return Failure(reasons.RATE_LIMITED, f"rate limited by the service, {detail}", True, exc.retry_after)
+        return reasons.RATE_LIMITED, "rate limited by the service"
     if isinstance(exc, service_errors.Unavailable):
-        return Failure(reasons.SERVICE_UNAVAILABLE, f"service unavailable, {detail}", True, exc.retry_after)
+        return reasons.SERVICE_UNAVAILABLE, "service unavailable"
     if isinstance(exc, service_errors.ProtocolError):
-        return Failure(reasons.SERVICE_UNAVAILABLE, f"malformed answer from the service, {detail}", True)
+        return reasons.SERVICE_UNAVAILABLE, "malformed answer from the service"
     if isinstance(exc, service_errors.AuthenticationError):
-        return Failure(reasons.AUTH_FAILED, f"login rejected, {detail}", True)
+        return reasons.AUTH_FAILED, "login rejected"
     if isinstance(exc, service_errors.PermissionDenied):
-        return Failure(reasons.FORBIDDEN, f"permission denied, {detail}", True)
+        return reasons.FORBIDDEN, "permission denied"
     if isinstance(exc, service_errors.NotFound):
-        return Failure(reasons.SOURCE_NOT_FOUND, f"not found, {detail}", True)
+        return reasons.SOURCE_NOT_FOUND, "not found"
     if isinstance(exc, service_errors.ValidationError):
-        return Failure(reasons.SOURCE_NOT_FOUND, f"the service refused the request, {detail}", True)
-    return Failure(reasons.SERVICE_UNAVAILABLE, f"service error, {detail}", True)
+        return reasons.SOURCE_NOT_FOUND, "the service refused the request"
+    return reasons.SERVICE_UNAVAILABLE, "service error"
 
 
-def from_kube_error(exc: kube_errors.KubeError, *, what: str) -> Failure:
+def from_kube_error(exc: kube_errors.KubeError, *, what: str) -> problems.Problem:
     if isinstance(exc, kube_errors.Conflict):
-        return Failure(reasons.TARGET_CONFLICT, f"{what}: fields are owned by another manager: {exc}", False)
-    if isinstance(exc, kube_errors.Forbidden):
-        return Failure(reasons.KUBERNETES_ERROR, f"{what}: the operator is not allowed: {exc}", True)
+        return problems.Problem(
+            reasons.TARGET_CONFLICT, f"{what}: fields are owned by another manager: {exc}"
+        )
     if isinstance(exc, kube_errors.Invalid):
-        return Failure(reasons.KUBERNETES_ERROR, f"{what}: the apiserver rejected it: {exc}", False)
-    return Failure(reasons.KUBERNETES_ERROR, f"{what}: {exc}", True)
+        return problems.Problem(reasons.KUBERNETES_ERROR, f"{what}: the apiserver rejected it: {exc}")
+    if isinstance(exc, kube_errors.Forbidden):
+        # RBAC can be granted without an event we watch: try again.
+        return problems.Problem(
+            reasons.KUBERNETES_ERROR, f"{what}: the operator is not allowed: {exc}", retriable=True
+        )
+    return problems.Problem(reasons.KUBERNETES_ERROR, f"{what}: {exc}", retriable=True)

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from secretferry import backoff
 from secretferry.reconcile import templating
-from secretferry.service import backoff
 
 # Long enough that a bomb reading a scope that changes every second renders about once in ten
 # changes at first; 5 minutes is the default refresh interval, the longest anyone waits anyway.
@@ -67,12 +67,11 @@ class Quarantine:
             return
         entry = self._entries.get(key)
         if entry is None:
-            retry = backoff.Backoff(INITIAL_SECONDS, MAX_SECONDS, clock=self._clock)
+            # No jitter: this spaces out one template's renders, it does not spread a crowd.
+            retry = backoff.Backoff(INITIAL_SECONDS, MAX_SECONDS, jitter=backoff.NO_JITTER, clock=self._clock)
             entry = self._entries[key] = _Entry(failure, retry)
         entry.error = failure
-        # No jitter (retry_after = the ceiling): this spaces out one template's renders, it does
-        # not spread a crowd of retries.
-        entry.retry.next_delay(retry_after=entry.retry.ceiling())
+        entry.retry.next_delay()
         self._entries.move_to_end(key)
         while len(self._entries) > _REMEMBERED:
             self._entries.popitem(last=False)

@@ -25,6 +25,7 @@ CREDENTIALS_NOT_FOUND: Final = "CredentialsNotFound"  # a referenced Secret/key/
 HOST_NOT_ALLOWED: Final = "HostNotAllowed"  # hostAPI not allowed, or plain http off loopback
 AUDIENCE_REQUIRED: Final = "AudienceRequired"  # Kubernetes auth without an explicit token audience
 CREDENTIALS_NOT_OPTED_IN: Final = "CredentialsNotOptedIn"  # SA/Secret lacks the allowed-identities annotation
+TOKEN_REQUESTS_DISABLED: Final = "TokenRequestsDisabled"  # Kubernetes auth while token minting is off
 
 # Ready=False: the secrets service.
 AUTH_FAILED: Final = "AuthFailed"  # login rejected (401, bad credentials, TokenRequest refused)

@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from secretferry import logfields
 from secretferry import settings as settings_mod
 from secretferry.reconcile import fairness, quarantine, renderchild, templating
 
@@ -101,7 +102,13 @@ class RenderPool:
         if failure is None:
             return rendered
         if failure.limit is not None:
-            log.info("template %r in namespace %s hit the %s limit", failure.key, tenant, failure.limit)
+            log.info(
+                "template %r in namespace %s hit the %s limit",
+                failure.key,
+                tenant,
+                failure.limit,
+                extra={logfields.NAMESPACE: tenant},
+            )
         raise failure
 
     def pids(self, *, busy_only: bool = False) -> list[int]:

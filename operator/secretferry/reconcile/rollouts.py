@@ -12,6 +12,9 @@ the same value twice is a no-op for the Deployment controller.
 Finding the consumers lists the namespace's workloads. Changes are planned per namespace in
 batches: one event often rewrites dozens of Secrets of one namespace, and one listing (started
 after all of those writes, so it sees every workload that could hold old data) serves them all.
+
+An install may turn restarts off (``SECRETFERRY_ROLLOUTS_ENABLED=false``, the chart then grants
+no rights on workloads): nothing is planned, listed or patched, so no call is refused by RBAC.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from secretferry import metrics
+from secretferry import logfields, metrics
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import events as kube_events
@@ -64,9 +67,11 @@ class RolloutManager:
         *,
         cooldown_seconds: float,
         instance: str,
+        enabled: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
+        self._enabled = enabled
         self._cooldown = cooldown_seconds
         self._instance = instance
         self._clock = clock
@@ -80,6 +85,8 @@ class RolloutManager:
         self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: kube_events.ObjectRef
     ) -> None:
         """Called after a write that changed a Secret's data; finds and schedules the restarts."""
+        if not self._enabled:
+            return
         namespace = sync.metadata.namespace or ""
         explicit = frozenset((t.kind, t.name) for t in sync.spec.rollout_restart_targets)
         self._batches.setdefault(namespace, []).append(_Change(secret_name, data_hmac, explicit, regarding))
@@ -102,7 +109,13 @@ class RolloutManager:
             )
         except kube_errors.KubeError as exc:
             names = ", ".join(sorted({c.secret_name for c in batch}))
-            log.warning("cannot list workloads in %s consuming %s: %s", namespace, names, exc)
+            log.warning(
+                "cannot list workloads in %s consuming %s: %s",
+                namespace,
+                names,
+                exc,
+                extra={logfields.NAMESPACE: namespace},
+            )
         for change in batch:  # in order: a later change of the same Secret carries the newer HMAC
             targets = set(change.explicit) | set(found.get(change.secret_name, ()))
             for kind, name in sorted(targets):
@@ -146,10 +159,12 @@ class RolloutManager:
                 annotations=pending.annotations,
             )
         except kube_errors.NotFound:
-            log.info("rollout target %s %s/%s does not exist; skipped", kind, namespace, name)
+            fields = logfields.about(kind, namespace, name)
+            log.info("rollout target %s %s/%s does not exist; skipped", kind, namespace, name, extra=fields)
             return
         except kube_errors.KubeError as exc:
-            log.warning("rollout restart of %s %s/%s failed: %s", kind, namespace, name, exc)
+            fields = logfields.about(kind, namespace, name)
+            log.warning("rollout restart of %s %s/%s failed: %s", kind, namespace, name, exc, extra=fields)
             return
         self.restarts += 1
         metrics.ROLLOUTS.labels(kind=kind).inc()

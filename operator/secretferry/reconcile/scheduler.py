@@ -34,6 +34,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from secretferry import metrics
+
 K = TypeVar("K", bound=Hashable)
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,11 @@ class Scheduler(Generic[K]):
     def pending(self) -> int:
         return len(self._queued) + len(self._running)
 
+    def depth(self, live: bool) -> int:
+        """Keys waiting for a worker as live work, or as backlog (``first`` included); neither
+        running nor delayed keys count. Read by the metrics server's thread at each scrape."""
+        return self._live_queued if live else len(self._queued) - self._live_queued
+
     # --- lifecycle -------------------------------------------------------------------------
     def start(self, *, backlog: bool = True) -> None:
         """Start the workers; with ``backlog=False`` they take only live work until
@@ -137,6 +144,7 @@ class Scheduler(Generic[K]):
         self._tasks = [asyncio.create_task(self._timer(), name="sync-retry-timer")]
         for _ in range(self._workers):
             self._spawn_worker()
+        metrics.watch_queue_depth(self.depth)  # the process runs one started queue: this one
 
     def _spawn_worker(self) -> None:
         self._tasks = [t for t in self._tasks if not t.done()]  # stand-ins' predecessors end
@@ -154,6 +162,7 @@ class Scheduler(Generic[K]):
         self._wakeup.set()
 
     async def stop(self) -> None:
+        metrics.watch_queue_depth(None)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

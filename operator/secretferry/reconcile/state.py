@@ -13,7 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pydantic
+
+from secretferry import backoff
 from secretferry.models import base as models_base
+from secretferry.models import errors as model_errors
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import reasons, slim
 from secretferry.service import scopes as scope_mod
@@ -43,7 +47,15 @@ class SyncEntry:
     force_annotation: str | None = None
     force_pending: bool = False
     scopes: tuple[scope_mod.Scope, ...] = ()
-    failures: int = 0
+    retry: backoff.Backoff | None = None
+    """The backoff of a failing SecretSync; None while it succeeds (most never need one)."""
+
+    def parse(self) -> None:
+        """Parse ``body`` into ``model`` for one pass (or say in ``invalid`` why it does not parse)."""
+        try:
+            self.model, self.invalid = sync_models.SecretSync.from_body(self.body), None
+        except pydantic.ValidationError as exc:
+            self.model, self.invalid = None, model_errors.describe_validation_error(exc)
 
 
 @dataclass

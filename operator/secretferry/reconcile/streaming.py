@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.reconcile import identities as ident_mod
-from secretferry.reconcile import reasons, scheduler, state, tasks
+from secretferry.reconcile import problems, reasons, scheduler, state, tasks
 from secretferry.service import errors as service_errors
 from secretferry.service import events as service_events
 from secretferry.service import fetcher as fetcher_mod
@@ -93,7 +93,7 @@ class Streaming:
         try:
             session = await self._identities.session(entry)
             await session.token()  # log in here, so a credentials problem surfaces as an auth failure
-        except ident_mod.IdentityProblem as exc:
+        except problems.Problem as exc:
             raise service_errors.AuthenticationError(exc.message) from exc
         async with session.subscribe(project_id, registrations) as it:
             metrics.OPEN_STREAMS.inc()

@@ -17,12 +17,13 @@ import logging
 import time
 from collections.abc import Sequence
 
-from secretferry import metrics
+from secretferry import backoff, metrics
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import (
     conditions,
     guards,
     outcomes,
+    problems,
     reasons,
     renderpool,
     state,
@@ -38,6 +39,9 @@ from secretferry.service import models as service_models
 from secretferry.service import scopes as scope_mod
 
 log = logging.getLogger(__name__)
+# The shortest wait for a scope whose backoff is (nearly) over: a retry "now" still goes through
+# the queue, behind live work.
+_MIN_DELAY_SECONDS = 0.05
 
 
 async def reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> float | None:
@@ -55,22 +59,21 @@ async def reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> float | None
 async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float | None, str]:
     sync = entry.model
     if sync is None:
-        await sync_report.report(
-            deps, entry, ok=False, reason=reasons.INVALID_SPEC, message=entry.invalid or "invalid spec"
-        )
-        return None, "invalid"
+        invalid = problems.Problem(reasons.INVALID_SPEC, entry.invalid or "invalid spec")
+        return await _failed(deps, entry, invalid), "invalid"
+    # The service can change its mind (a permission granted, a project created) without
+    # Kubernetes hearing of it: what it refused for good is looked at again at the refresh.
+    refresh = sync.spec.refresh_interval_seconds
     try:
         identity = await deps.identities.resolve(sync)
         session = await deps.identities.session(identity)
         scopes = await _scopes(deps, sync, identity, session)
-    except ident_mod.IdentityProblem as exc:
+    except problems.Problem as unusable:
         _release_scopes(deps, entry)
-        await sync_report.report(deps, entry, ok=False, reason=exc.reason, message=exc.message)
-        return _backoff(deps, entry), "identity"
+        return await _failed(deps, entry, unusable), "identity"
     except service_errors.ServiceError as exc:
-        failure = outcomes.from_service_error(exc, scope_text="resolving the project slug")
-        await sync_report.report(deps, entry, ok=False, reason=failure.reason, message=failure.message)
-        return _backoff(deps, entry, failure.retry_after), "service"
+        problem = outcomes.from_service_error(exc, scope_text="resolving the project slug")
+        return await _failed(deps, entry, problem, look_again=refresh), "service"
 
     added, removed = deps.scopes.bind(
         entry.key,
@@ -85,50 +88,54 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
 
     force, entry.force_pending = entry.force_pending, False
     fetched: list[desired_mod.FetchedSource] = []
-    for scope in scopes:
+    for source, scope in zip(sync.spec.sources, scopes, strict=True):
         scope_state = deps.scopes.get(scope)
         fresh_after = scope_state.fresh_after if scope_state else None
         try:
             got = await deps.fetcher.fetch(scope, session, not_older_than=fresh_after, force=force)
         except service_errors.ServiceError as exc:
-            failure = outcomes.from_service_error(exc, scope_text=scope_text(scope))
+            problem = outcomes.from_service_error(exc, scope_text=scope_text(scope))
+            if source.project_slug is not None and _project_gone(exc):
+                # Deleted, and maybe recreated under the same slug: the next pass looks it up again.
+                deps.slugs.forget(scope.identity_key, source.project_slug, scope.project_id)
             await _identity_after_error(deps, identity, exc)
-            await sync_report.report(deps, entry, ok=False, reason=failure.reason, message=failure.message)
             entry.force_pending = entry.force_pending or force
+            # The scope keeps its own backoff (one list call for all its SecretSyncs): come back
+            # when it allows the next call.
             retry_at = deps.fetcher.next_attempt_at(scope)
-            delay = max(0.05, retry_at - deps.clock()) if retry_at is not None else None
-            return delay if delay is not None else _backoff(deps, entry, failure.retry_after), "service"
-        except ident_mod.IdentityProblem as exc:  # minting the ServiceAccount token at login failed
-            await deps.on_identity(identity, (exc.reason, exc.message))
-            await sync_report.report(deps, entry, ok=False, reason=exc.reason, message=exc.message)
-            return _backoff(deps, entry), "identity"
+            if problem.retriable and retry_at is not None:
+                problem.retry_after = max(
+                    problem.retry_after or 0.0, retry_at - deps.clock(), _MIN_DELAY_SECONDS
+                )
+            return await _failed(deps, entry, problem, look_again=refresh), "service"
+        except problems.Problem as unusable:  # minting the ServiceAccount token at login failed
+            entry.force_pending = entry.force_pending or force
+            await deps.on_identity(identity, unusable)
+            return await _failed(deps, entry, unusable), "identity"
         fetched.append(to_fetched(got.secret_list, scope))
     await deps.on_identity(identity, None)
 
     source_problem = guards.source_problem(sync, fetched)
     if source_problem is not None:
         # Not retried on a timer of its own: the scope's resync and its events bring the next look.
-        await sync_report.report(deps, entry, ok=False, reason=source_problem[0], message=source_problem[1])
-        return None, "source"
+        return await _failed(deps, entry, source_problem), "source"
 
     try:
         want = await desired_mod.render_and_build(
             sync, fetched, hmac_key=deps.hmac_key, renderer=renderpool.shared(deps.settings)
         )
-    except desired_mod.RenderError as exc:
-        await sync_report.report(deps, entry, ok=False, reason=exc.reason, message=exc.message)
-        return None, "render"
+    except problems.Problem as unrenderable:
+        return await _failed(deps, entry, unrenderable), "render"
 
     try:
         written, keys = await target_writes.write(deps, entry, sync, want)
-    except target_writes.Refused as exc:
-        await sync_report.report(deps, entry, ok=False, reason=exc.reason, message=exc.message)
-        return (_backoff(deps, entry) if exc.retriable else None), "target"
+    except problems.Problem as refused:
+        return await _failed(deps, entry, refused), "target"
 
     previous_hmac = entry.status.get("dataHMAC")
     if written and previous_hmac and previous_hmac != want.data_hmac and want.kind == "Secret":
         deps.rollouts.data_changed(sync, want.name, want.data_hmac, sync_report.regarding(entry))
-    entry.failures = 0
+    entry.retry = None  # a success: the next failure backs off from the start
     if written and _routine(entry):
         # A data update of a SecretSync that is Synced already: its status patch (which flips
         # nothing) waits until the other live work — typically the Secret writes of the other
@@ -223,17 +230,31 @@ def _update_mode(
     return reasons.STREAMING, "event stream connected"
 
 
-def _backoff(deps: deps_mod.Deps, entry: state.SyncEntry, retry_after: float | None = None) -> float:
-    entry.failures += 1
-    base: float = min(
-        deps.settings.backoff_max_seconds,
-        deps.settings.backoff_initial_seconds * 2.0 ** min(entry.failures - 1, 30),
-    )
-    return max(base, retry_after or 0.0)
+async def _failed(
+    deps: deps_mod.Deps, entry: state.SyncEntry, problem: problems.Problem, *, look_again: float | None = None
+) -> float | None:
+    """Report ``problem`` as the Ready condition; return when to try again (``problems``).
+
+    Retriable: the SecretSync's own backoff, Retry-After honoured. Otherwise no timer — the change
+    that fixes it is a watch event — except ``look_again``, for refusals only the service can lift.
+    """
+    await sync_report.report(deps, entry, ok=False, reason=problem.reason, message=problem.message)
+    if not problem.retriable:
+        return look_again
+    if entry.retry is None:  # created on the first failure: most SecretSyncs never need one
+        entry.retry = backoff.Backoff(
+            deps.settings.backoff_initial_seconds, deps.settings.backoff_max_seconds, clock=deps.clock
+        )
+    return entry.retry.next_delay(problem.retry_after)
+
+
+def _project_gone(exc: service_errors.ServiceError) -> bool:
+    """A 404 from the service itself (not a route this server lacks): the project may be gone."""
+    return isinstance(exc, service_errors.NotFound) and not isinstance(exc, service_errors.RouteNotFound)
 
 
 async def _identity_after_error(
     deps: deps_mod.Deps, identity: ident_mod.IdentityEntry | None, exc: service_errors.ServiceError
 ) -> None:
     if identity is not None and isinstance(exc, service_errors.AuthenticationError):
-        await deps.on_identity(identity, (reasons.AUTH_FAILED, exc.message))
+        await deps.on_identity(identity, problems.Problem(reasons.AUTH_FAILED, exc.message))

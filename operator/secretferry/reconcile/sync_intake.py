@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from secretferry import metrics
 from secretferry.kube import client as kube_client
 from secretferry.kube import customresources, watching
 from secretferry.reconcile import conditions, reasons, scheduler, slim, state, sync_report
@@ -109,6 +110,7 @@ class SyncIntake:
     def deleted(self, key: state.SyncKey) -> None:
         entry = self._syncs.pop(key, None)
         self._queue.forget(key)
+        metrics.forget_sync(key)  # its per-object series, when those are on
         if entry is None:
             return
         removed = self._scopes.unbind(key)

@@ -2,7 +2,7 @@
 
 Why here and not in kube/: kube/ writes what it is told; this module decides against the watch
 cache (state.TargetCache) whether a write is due at all (drift.py), and refuses a target that is
-protected or not ours (guards.py). Every refusal is a :class:`Refused` the pass reports as status.
+protected or not ours (guards.py). Every refusal is a ``problems.Problem`` the pass reports as status.
 """
 
 from __future__ import annotations
@@ -10,26 +10,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from secretferry import metrics
+from secretferry import logfields, metrics
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import objects
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import desired as desired_mod
-from secretferry.reconcile import drift, guards, outcomes, reasons, state
+from secretferry.reconcile import drift, guards, outcomes, state
 
 log = logging.getLogger(__name__)
-
-# A Merge target appears, or opts in, without an event we watch: look again with backoff.
-_RETRIED_TARGET_PROBLEMS = frozenset({reasons.TARGET_NOT_FOUND, reasons.TARGET_NOT_OPTED_IN})
-
-
-class Refused(Exception):
-    """The target was not (or could not be) written; ``retriable`` says whether to back off and retry."""
-
-    def __init__(self, reason: str, message: str, *, retriable: bool) -> None:
-        super().__init__(message)
-        self.reason, self.message, self.retriable = reason, message, retriable
 
 
 async def write(
@@ -45,10 +34,10 @@ async def write(
     )
     refused = guards.protected_name(want, protected)
     if refused is not None:
-        raise Refused(*refused, retriable=False)
+        raise refused
     actual = deps.targets.last_seen(tkey)
     if actual is None and want.creation_policy != "Merge":
-        created = await _create(deps, tkey, want)
+        created = await _create(deps, tkey, want, entry=entry)
         if created is not None:
             deps.targets.own(tkey, entry.key)
             return True, sorted(want.string_data)
@@ -56,7 +45,7 @@ async def write(
         try:
             actual = await objects.get(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name)
         except kube_errors.KubeError as exc:
-            raise _refused(exc, what=f"reading {want.kind} {want.name}") from exc
+            raise outcomes.from_kube_error(exc, what=f"reading {want.kind} {want.name}") from exc
     previously = drift.previously_synced(entry.status, kind=want.kind, name=want.name)
     _check_target(want, actual, previously, protected)
     retained = drift.retained_keys(want, actual, previously)
@@ -82,16 +71,11 @@ async def write(
             )
     except kube_errors.KubeError as exc:
         deps.targets.write_failed(tkey)
-        raise _refused(exc, what=f"writing {what}") from exc
+        raise outcomes.from_kube_error(exc, what=f"writing {what}") from exc
     deps.targets.written(tkey, result, cache=want.creation_policy != "Merge")
-    log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys))
+    log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys), extra=_fields(entry, want))
     metrics.WRITES.labels(reason=why).inc()
     return True, keys
-
-
-def _refused(exc: kube_errors.KubeError, *, what: str) -> Refused:
-    failure = outcomes.from_kube_error(exc, what=what)
-    return Refused(failure.reason, failure.message, retriable=failure.retriable)
 
 
 def _check_target(
@@ -102,7 +86,7 @@ def _check_target(
 ) -> None:
     problem = guards.target_problem(want, actual, previously_synced=previously, protected=protected)
     if problem is not None:
-        raise Refused(*problem, retriable=problem[0] in _RETRIED_TARGET_PROBLEMS)
+        raise problem
 
 
 async def _replace(
@@ -121,7 +105,7 @@ async def _replace(
 
 
 async def _create(
-    deps: deps_mod.Deps, tkey: state.TargetKey, want: desired_mod.DesiredObject
+    deps: deps_mod.Deps, tkey: state.TargetKey, want: desired_mod.DesiredObject, *, entry: state.SyncEntry
 ) -> dict[str, Any] | None:
     """Create a target the watch cache does not know; None when the name is taken (then the
     caller reads it and checks who owns it, exactly as for a known one)."""
@@ -134,10 +118,22 @@ async def _create(
         return None
     except kube_errors.KubeError as exc:
         deps.targets.write_failed(tkey)
-        raise _refused(exc, what=f"creating {want.kind} {want.namespace}/{want.name}") from exc
+        raise outcomes.from_kube_error(
+            exc, what=f"creating {want.kind} {want.namespace}/{want.name}"
+        ) from exc
     deps.targets.written(tkey, result, cache=True)
     log.info(
-        "created %s %s/%s: keys %s", want.kind, want.namespace, want.name, ", ".join(sorted(want.string_data))
+        "created %s %s/%s: keys %s",
+        want.kind,
+        want.namespace,
+        want.name,
+        ", ".join(sorted(want.string_data)),
+        extra=_fields(entry, want),
     )
     metrics.WRITES.labels(reason=drift.MISSING).inc()
     return result
+
+
+def _fields(entry: state.SyncEntry, want: desired_mod.DesiredObject) -> dict[str, str]:
+    """A write's log fields: the SecretSync it is for, and its target (key names only, no values)."""
+    return logfields.sync(entry.key, target=f"{want.kind}/{want.name}")

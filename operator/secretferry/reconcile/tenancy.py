@@ -20,6 +20,10 @@ passes these checks first, and a refusal means nothing was read, minted or sent:
 - **How long** (``token_expiration``): minted tokens live at most
   ``SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS`` (10 minutes by default): a token is used once, for
   one login, within a second.
+- **Whether at all** (``check_token_requests``): an install may forbid token minting
+  (``SECRETFERRY_TOKEN_REQUESTS_ENABLED=false``, with the chart's RBAC rules for it removed); then
+  every identity with Kubernetes auth, namespaced or not, is refused up front with a reason that
+  says so, instead of a TokenRequest the apiserver would answer with 403.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Final
 from secretferry import origins
 from secretferry import settings as settings_mod
 from secretferry.models import identity as identity_models
-from secretferry.reconcile import reasons
+from secretferry.reconcile import problems, reasons
 
 ALLOWED_IDENTITIES_ANNOTATION: Final = "secretferry.io/allowed-identities"
 """On a ServiceAccount or Secret: comma-separated names of the MachineIdentities (in the same
@@ -41,15 +45,8 @@ the namespace can create."""
 _ALLOWED_HOSTS_SETTING: Final = "SECRETFERRY_ALLOWED_HOSTS"
 _INSECURE_SETTING: Final = "SECRETFERRY_ALLOW_INSECURE_HTTP"
 _MAX_EXPIRATION_SETTING: Final = "SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS"
+_TOKEN_REQUESTS_SETTING: Final = "SECRETFERRY_TOKEN_REQUESTS_ENABLED"
 _LISTED_HOSTS_MAX: Final = 5  # a status message names a few allowed hosts, not a long list
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why credentials are not used; ``reason`` is a condition reason."""
-
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -58,6 +55,8 @@ class HostPolicy:
     allowed: frozenset[origins.Origin]
     """The origins a namespaced identity may use, the default's included."""
     allow_insecure_http: bool = False
+    token_requests_enabled: bool = True
+    """Whether Kubernetes auth may mint tokens at all (install-wide, like the hosts; hence here)."""
 
     @classmethod
     def from_settings(cls, settings: settings_mod.Settings) -> HostPolicy:
@@ -67,10 +66,11 @@ class HostPolicy:
             default=default,
             allowed=frozenset([default.origin, *extra]),
             allow_insecure_http=settings.allow_insecure_http,
+            token_requests_enabled=settings.token_requests_enabled,
         )
 
 
-def check_host(host_api: str | None, *, namespaced: bool, policy: HostPolicy) -> Refusal | None:
+def check_host(host_api: str | None, *, namespaced: bool, policy: HostPolicy) -> problems.Problem | None:
     """Whether credentials may be sent to ``host_api`` (``None``: the operator's default host)."""
     if host_api is None:
         url = policy.default
@@ -78,21 +78,21 @@ def check_host(host_api: str | None, *, namespaced: bool, policy: HostPolicy) ->
         try:
             url = origins.parse_url(host_api)
         except ValueError as exc:
-            return Refusal(
+            return problems.Problem(
                 reasons.HOST_NOT_ALLOWED,
                 f"spec.hostAPI is not a plain http(s) URL ({exc}); nothing was sent",
             )
     if namespaced and url.origin not in policy.allowed:
         listed = sorted(str(o) for o in policy.allowed)
         shown = ", ".join(listed[:_LISTED_HOSTS_MAX]) + (", …" if len(listed) > _LISTED_HOSTS_MAX else "")
-        return Refusal(
+        return problems.Problem(
             reasons.HOST_NOT_ALLOWED,
             f"spec.hostAPI {url} is not an allowed service host: a MachineIdentity may send "
             f"credentials only to the operator's default host or a host in {_ALLOWED_HOSTS_SETTING} "
             f"(allowed: {shown}); nothing was sent",
         )
     if url.scheme == "http" and not origins.is_loopback(url.origin) and not policy.allow_insecure_http:
-        return Refusal(
+        return problems.Problem(
             reasons.HOST_NOT_ALLOWED,
             f"{url} is plain http to a host that is not loopback: credentials are sent over https "
             f"only, unless the operator sets {_INSECURE_SETTING}=true; nothing was sent",
@@ -100,24 +100,40 @@ def check_host(host_api: str | None, *, namespaced: bool, policy: HostPolicy) ->
     return None
 
 
-def check_audiences(audiences: Sequence[str], *, namespaced: bool) -> Refusal | None:
+def check_audiences(audiences: Sequence[str], *, namespaced: bool) -> problems.Problem | None:
     """A namespaced identity's token must name an audience: the default one is the apiserver's."""
     if not namespaced or (audiences and all(a.strip() for a in audiences)):
         return None
-    return Refusal(
+    return problems.Problem(
         reasons.AUDIENCE_REQUIRED,
         "spec.auth.kubernetes.audiences must list the identity's allowed audience at the service: "
         "a token without one is valid for the Kubernetes API itself; no token was minted",
     )
 
 
+def check_token_requests(*, policy: HostPolicy) -> problems.Problem | None:
+    """Kubernetes auth needs a TokenRequest; refused for every identity kind when minting is off.
+
+    Not retriable: only a new operator setting (a restart) changes the answer."""
+    if policy.token_requests_enabled:
+        return None
+    return problems.Problem(
+        reasons.TOKEN_REQUESTS_DISABLED,
+        f"spec.auth.kubernetes needs a ServiceAccount token, and this operator mints none "
+        f"({_TOKEN_REQUESTS_SETTING}=false): use universal or accessToken auth, or ask whoever "
+        f"installs the operator to allow token requests; no token was minted",
+    )
+
+
 def check_identity(
     spec: identity_models.MachineIdentitySpec, *, namespaced: bool, policy: HostPolicy
-) -> Refusal | None:
+) -> problems.Problem | None:
     """Every check that needs only the spec and the settings (no I/O): the first refusal, or None."""
     refusal = check_host(spec.host_api, namespaced=namespaced, policy=policy)
     if refusal is None and spec.auth.kubernetes is not None:
-        refusal = check_audiences(spec.auth.kubernetes.audiences, namespaced=namespaced)
+        refusal = check_token_requests(policy=policy) or check_audiences(
+            spec.auth.kubernetes.audiences, namespaced=namespaced
+        )
     return refusal
 
 
@@ -134,11 +150,14 @@ def opted_in(annotations: Mapping[str, str] | None, identity: str) -> bool:
     return identity in {name.strip() for name in listed.split(",")}
 
 
-def not_opted_in(kind: str, *, namespace: str, name: str, identity: str) -> Refusal:
+def not_opted_in(kind: str, *, namespace: str, name: str, identity: str) -> problems.Problem:
     what = "no token was minted" if kind == "ServiceAccount" else "nothing was read from it"
-    return Refusal(
+    return problems.Problem(
         reasons.CREDENTIALS_NOT_OPTED_IN,
         f"{kind} {namespace}/{name} has not opted in: a MachineIdentity uses it only when it is "
         f"annotated {ALLOWED_IDENTITIES_ANNOTATION} listing {identity!r} (someone who may edit "
         f"that {kind} sets it); {what}",
+        # Neither ServiceAccounts nor referenced Secrets are watched: the opt-in being added is
+        # noticed by trying again.
+        retriable=True,
     )

@@ -9,7 +9,6 @@ One module per responsibility::
     validation   input checks run before a request is sent (the real server's limits and rules)
     models       typed resources of the API (pydantic)
     errors       ServiceError tree (Unavailable, RateLimited, AuthenticationError, …); ``retriable``
-    backoff      exponential backoff with full jitter, capped, honouring ``retry-after``
     health       whether a host answers, shared by every call through one pool
     credentials  how a machine identity logs in (token, universal, kubernetes, …)
     auth         AuthSession: one access token per identity, renewed and replaced on demand
@@ -28,11 +27,12 @@ Where does a change go::
 
     a new endpoint or a changed field       wire + models, then a ServiceClient method in client
     a new refusal the real server makes     validation (before sending) or errors (after)
-    how failures are retried                errors (which class, ``retriable``) and backoff
+    how failures are retried                errors (which class, ``retriable``); the delays come
+                                            from ``secretferry.backoff``, shared with kube/reconcile
     how identities log in                   credentials, auth
     what is listed per scope, and when      scopes, fetcher, listroutes
     event streams                           events (framing), streamplan (what), streams (lifecycle)
 
-It imports only ``secretferry.models``/``secretferry.settings`` of ours, never reconcile, kube or
+It imports only ``secretferry.models``/``settings``/``backoff`` of ours, never reconcile, kube or
 handlers: whether a call is worth making is decided in ``reconcile``.
 """

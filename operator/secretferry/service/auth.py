@@ -36,8 +36,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from secretferry.service import backoff, credentials, errors, events, health, models, revoker
+from secretferry import backoff
 from secretferry.service import client as service_client
+from secretferry.service import credentials, errors, events, health, models, revoker
 
 logger = logging.getLogger(__name__)
 

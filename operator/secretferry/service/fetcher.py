@@ -27,7 +27,8 @@ import random
 import time
 from collections.abc import Callable
 
-from secretferry.service import auth, backoff, errors, listroutes, models, scopes
+from secretferry import backoff
+from secretferry.service import auth, errors, listroutes, models, scopes
 
 logger = logging.getLogger(__name__)
 

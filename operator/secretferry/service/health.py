@@ -35,7 +35,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
-from secretferry.service import backoff, errors
+from secretferry import backoff
+from secretferry.service import errors
 
 logger = logging.getLogger(__name__)
 

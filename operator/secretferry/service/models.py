@@ -25,6 +25,8 @@ class ApiModel(pydantic.BaseModel):
         alias_generator=alias_generators.to_camel,
         populate_by_name=True,
         extra="ignore",
+        # Built on first use: the client covers the whole API, the operator uses a few models.
+        defer_build=True,
     )
 
 

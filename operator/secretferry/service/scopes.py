@@ -97,9 +97,9 @@ class SlugCache:
     def __init__(
         self,
         *,
-        # Project ids never change, so positives are kept forever. A slug is re-pointed only when
-        # a project is deleted and recreated under it; the old id then answers 404 (SourceNotFound)
-        # until the operator restarts.
+        # Project ids never change, so positives are kept until a call names the project gone. A
+        # slug is re-pointed only when a project is deleted and recreated under it; the old id
+        # then answers 404 and the caller ``forget``s it, so the next look-up finds the new one.
         ttl_seconds: float | None = None,
         # Long enough to absorb a burst of resources with the same typo, short enough that
         # creating the project is noticed within a reconcile or two.
@@ -128,6 +128,19 @@ class SlugCache:
             entry.pending = asyncio.create_task(self._lookup(entry, slug, session))
             entry.pending.add_done_callback(_retrieve)
         return await asyncio.shield(entry.pending)
+
+    def forget(self, identity_key: str, slug: str, project_id: str) -> bool:
+        """Drop ``slug`` → ``project_id`` after the service said that project is not found.
+
+        Only that mapping: a look-up that found another id meanwhile is kept. Returns whether
+        something was dropped.
+        """
+        key = (identity_key, slug)
+        entry = self._entries.get(key)
+        if entry is None or entry.project_id != project_id or entry.pending is not None:
+            return False
+        del self._entries[key]
+        return True
 
     async def _lookup(self, entry: _SlugEntry, slug: str, session: auth.AuthSession) -> str:
         self.lookups += 1

@@ -41,7 +41,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 
-from secretferry.service import backoff, errors, events, scopes, streamplan
+from secretferry import backoff
+from secretferry.service import errors, events, scopes, streamplan
 
 logger = logging.getLogger(__name__)
 

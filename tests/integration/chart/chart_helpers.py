@@ -15,6 +15,41 @@ Helm = Callable[..., str]
 Render = Callable[..., list[Manifest]]
 
 
+# Exactly what the operator calls (kube/*.py, kopf's watches), verb by verb: a verb added here
+# must come with a call that needs it, and README's RBAC section says why.
+NAMESPACED_RULES = {
+    *{
+        ("secretferry.io", kind, verb)
+        for kind in ("secretsyncs", "machineidentities")
+        for verb in ("list", "watch")
+    },
+    ("secretferry.io", "secretsyncs/status", "patch"),
+    ("secretferry.io", "machineidentities/status", "patch"),
+    *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
+    *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
+    ("events.k8s.io", "events", "create"),
+    ("", "serviceaccounts", "get"),
+    ("", "serviceaccounts/token", "create"),
+    *{
+        ("apps", kind, verb)
+        for kind in ("deployments", "statefulsets", "daemonsets")
+        for verb in ("list", "patch")
+    },
+    ("argoproj.io", "rollouts", "list"),
+    ("argoproj.io", "rollouts", "patch"),
+}
+CLUSTER_RULES = {
+    ("secretferry.io", "clustermachineidentities", "list"),
+    ("secretferry.io", "clustermachineidentities", "watch"),
+    ("secretferry.io", "clustermachineidentities/status", "patch"),
+    ("", "namespaces", "get"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+}
+# kopf lists and watches namespaces when it serves a list of them (not cluster-wide).
+KOPF_NAMESPACE_OBSERVER = {("", "namespaces", "list"), ("", "namespaces", "watch")}
+
+
 def by_kind(docs: Sequence[Manifest], kind: str) -> list[Manifest]:
     return [d for d in docs if d["kind"] == kind]
 

@@ -54,12 +54,17 @@ def render(helm: Helm) -> Render:
         release: str = "ci",
         namespace: str = "secretferry-system",
         set_values: Sequence[str] = (),
+        api_versions: Sequence[str] = (),
     ) -> list[Manifest]:
+        """``api_versions``: what the cluster would serve (``.Capabilities.APIVersions``), e.g.
+        ``monitoring.coreos.com/v1/ServiceMonitor``; ``helm template`` knows no cluster."""
         args = ["template", release, str(CHART), "--namespace", namespace]
         for f in values_files:
             args += ["--values", str(f)]
         for s in set_values:
             args += ["--set", s]
+        for api in api_versions:
+            args += ["--api-versions", api]
         return [d for d in yaml.safe_load_all(helm(*args)) if d]
 
     return run

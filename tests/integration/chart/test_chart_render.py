@@ -6,7 +6,17 @@ import json
 from typing import Any
 
 import pytest
-from chart_helpers import CHART, Helm, Manifest, Render, by_kind, one
+from chart_helpers import (
+    CHART,
+    CLUSTER_RULES,
+    KOPF_NAMESPACE_OBSERVER,
+    NAMESPACED_RULES,
+    Helm,
+    Manifest,
+    Render,
+    by_kind,
+    one,
+)
 
 CI = CHART / "ci"
 
@@ -25,6 +35,14 @@ def _env(docs: list[Manifest]) -> dict[str, Any]:
 def _role(docs: list[Manifest], name: str, kind: str = "Role") -> Manifest:
     found = [d for d in by_kind(docs, kind) if d["metadata"]["name"] == name]
     assert len(found) == 1, f"expected one {kind} {name}, got {len(found)}"
+    return found[0]
+
+
+def _operator_cluster_role(docs: list[Manifest]) -> Manifest:
+    """The operator's own ClusterRole (the aggregated view/edit/admin roles are for people)."""
+    names = {"ci-secretferry", "ci-secretferry-cluster"}
+    found = [d for d in by_kind(docs, "ClusterRole") if d["metadata"]["name"] in names]
+    assert len(found) == 1, [d["metadata"]["name"] for d in by_kind(docs, "ClusterRole")]
     return found[0]
 
 
@@ -89,6 +107,8 @@ def test_values_map_onto_settings(render: Render) -> None:
     assert env["SECRETFERRY_WORKERS"] == "8"
     assert env["SECRETFERRY_STREAMING_REFRESH_INTERVAL_SECONDS"] == "1800"
     assert env["SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS"] == "5"
+    assert env["SECRETFERRY_ROLLOUTS_ENABLED"] == "true"
+    assert env["SECRETFERRY_TOKEN_REQUESTS_ENABLED"] == "true"
     assert env["SECRETFERRY_METRICS_PORT"] == "9090"
     assert env["SECRETFERRY_LIVENESS_PORT"] == "9091"
     assert env["SECRETFERRY_PEERING"] == ""
@@ -115,41 +135,6 @@ def test_metrics_disabled_sets_port_zero_and_drops_the_service(render: Render) -
     assert by_kind(docs, "Service") == []
 
 
-# Exactly what the operator calls (kube/*.py, kopf's watches), verb by verb: a verb added here
-# must come with a call that needs it, and README's RBAC section says why.
-NAMESPACED_RULES = {
-    *{
-        ("secretferry.io", kind, verb)
-        for kind in ("secretsyncs", "machineidentities")
-        for verb in ("list", "watch")
-    },
-    ("secretferry.io", "secretsyncs/status", "patch"),
-    ("secretferry.io", "machineidentities/status", "patch"),
-    *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
-    *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
-    ("events.k8s.io", "events", "create"),
-    ("", "serviceaccounts", "get"),
-    ("", "serviceaccounts/token", "create"),
-    *{
-        ("apps", kind, verb)
-        for kind in ("deployments", "statefulsets", "daemonsets")
-        for verb in ("list", "patch")
-    },
-    ("argoproj.io", "rollouts", "list"),
-    ("argoproj.io", "rollouts", "patch"),
-}
-CLUSTER_RULES = {
-    ("secretferry.io", "clustermachineidentities", "list"),
-    ("secretferry.io", "clustermachineidentities", "watch"),
-    ("secretferry.io", "clustermachineidentities/status", "patch"),
-    ("", "namespaces", "get"),
-    ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
-    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
-}
-# kopf lists and watches namespaces when it serves a list of them (not cluster-wide).
-KOPF_NAMESPACE_OBSERVER = {("", "namespaces", "list"), ("", "namespaces", "watch")}
-
-
 def _assert_no_dangerous_grants(rules: set[tuple[str, str, str]]) -> None:
     assert not any(
         verb in {"*", "update", "escalate", "bind", "impersonate", "deletecollection"} for *_, verb in rules
@@ -163,9 +148,9 @@ def _assert_no_dangerous_grants(rules: set[tuple[str, str, str]]) -> None:
 
 def test_cluster_wide_rbac(render: Render) -> None:
     docs = render()
-    rules = _rules(one(docs, "ClusterRole"))
+    rules = _rules(_operator_cluster_role(docs))
     assert rules == NAMESPACED_RULES | CLUSTER_RULES
-    assert all(r.get("resourceNames") is None for r in one(docs, "ClusterRole")["rules"])
+    assert all(r.get("resourceNames") is None for r in _operator_cluster_role(docs)["rules"])
     _assert_no_dangerous_grants(rules)
     assert by_kind(docs, "Role") == []
     binding = one(docs, "ClusterRoleBinding")
@@ -175,14 +160,14 @@ def test_cluster_wide_rbac(render: Render) -> None:
 
 
 def test_cluster_wide_rbac_without_argo_rollouts(render: Render) -> None:
-    rules = _rules(one(render(set_values=["rbac.argoRollouts=false"]), "ClusterRole"))
+    rules = _rules(_operator_cluster_role(render(set_values=["rbac.argoRollouts=false"])))
     assert not any(group == "argoproj.io" for group, _, _ in rules)
     assert ("apps", "deployments", "patch") in rules
 
 
 def test_namespaced_rbac(render: Render) -> None:
     docs = render(CI / "namespaced-values.yaml")
-    cluster_rules = _rules(one(docs, "ClusterRole"))
+    cluster_rules = _rules(_operator_cluster_role(docs))
     # Nothing namespaced is granted cluster-wide: no Secret, token or workload right outside the
     # served namespaces.
     assert cluster_rules == CLUSTER_RULES | KOPF_NAMESPACE_OBSERVER
@@ -210,14 +195,14 @@ def test_ha_has_leader_election_and_pdb(render: Render) -> None:
     assert "strategy" not in one(docs, "Deployment")["spec"]
     assert _env(docs)["SECRETFERRY_PEERING"] == "ci-secretferry"
     pdb = one(docs, "PodDisruptionBudget")
-    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
     # kopf peering is gone: no kopf.dev CRDs, objects, hooks or rules.
     assert {c["spec"]["group"] for c in by_kind(docs, "CustomResourceDefinition")} == {"secretferry.io"}
     assert not any(d["apiVersion"].startswith("kopf.dev/") for d in docs)
     assert not any(
         "helm.sh/hook" in (d["metadata"].get("annotations") or {}) for d in docs if d["kind"] != "Pod"
     )
-    assert not any(group == "kopf.dev" for group, _, _ in _rules(one(docs, "ClusterRole")))
+    assert not any(group == "kopf.dev" for group, _, _ in _rules(_operator_cluster_role(docs)))
     # The Lease Role: in the release namespace, create unrestricted, get/update on the Lease only.
     role = _role(docs, "ci-secretferry-leader-election")
     assert role["metadata"]["namespace"] == "secretferry-system"
@@ -286,12 +271,13 @@ def test_single_replica_is_standalone(render: Render) -> None:
     assert _env(docs)["SECRETFERRY_PEERING"] == ""
     assert by_kind(docs, "PodDisruptionBudget") == []
     assert by_kind(docs, "Role") == [] and by_kind(docs, "RoleBinding") == []
-    assert not any(res == "leases" for _, res, _ in _rules(one(docs, "ClusterRole")))
+    assert not any(res == "leases" for _, res, _ in _rules(_operator_cluster_role(docs)))
 
 
 def test_service_monitor(render: Render) -> None:
-    assert by_kind(render(CI / "no-servicemonitor-values.yaml"), "ServiceMonitor") == []
-    monitor = one(render(CI / "servicemonitor-values.yaml"), "ServiceMonitor")
+    api = ["monitoring.coreos.com/v1/ServiceMonitor"]
+    assert by_kind(render(CI / "no-servicemonitor-values.yaml", api_versions=api), "ServiceMonitor") == []
+    monitor = one(render(CI / "servicemonitor-values.yaml", api_versions=api), "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"

@@ -1,22 +1,20 @@
-"""In-process dev server fixtures: an ASGI client for request/response tests, a live uvicorn for streams."""
+"""In-process dev server fixtures: an ASGI client for request/response tests, and apps served wholly
+on the event loop for tests on virtual time (streams are read with ``asgi_stream``; no sockets)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
+import inloop
 import pytest
-import uvicorn
 from devserver_fixtures import ADMIN_API, ADMIN_API_TOKEN, SEED, T0
 from fastapi import FastAPI
 
 from secretferry.devserver.app import create_app
 from secretferry.devserver.config import DevServerConfig
-from secretferry.devserver.testing import free_port
 
 
 class FakeClock:
@@ -53,26 +51,19 @@ async def client(make_app: Callable[..., FastAPI]) -> AsyncIterator[httpx.AsyncC
         yield c
 
 
-@contextlib.asynccontextmanager
-async def live(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """Serve ``app`` with uvicorn on a loopback port in this event loop (streams need real sockets).
+@pytest.fixture
+def make_loop_app(
+    make_app: Callable[..., FastAPI], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., FastAPI]]:
+    """``make_app`` for tests on ``looptime``: every request served on the loop (see ``inloop``)."""
+    hops = inloop.record_thread_hops(monkeypatch)
+    yield lambda **overrides: inloop.serve_in_loop(make_app(**overrides))
+    assert not hops, f"served in a worker thread, where virtual time cannot follow it: {hops}"
 
-    The client sends the admin token of ``make_app`` on every request.
-    """
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 - uvicorn exposes no event for "listening"
-        await asyncio.sleep(0.01)
-    try:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}", timeout=10.0, limits=limits, headers=ADMIN_API
-        ) as c:
-            yield c
-    finally:
-        server.should_exit = True
-        server.force_exit = True
-        await task
+
+@pytest.fixture
+async def loop_client(make_loop_app: Callable[..., FastAPI]) -> AsyncIterator[httpx.AsyncClient]:
+    """``client`` for tests on ``looptime``: its app serves every request on the loop."""
+    transport = httpx.ASGITransport(app=make_loop_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://dev", headers=ADMIN_API) as c:
+        yield c

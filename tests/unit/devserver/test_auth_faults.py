@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable
 
 import httpx
+import pytest
 from devserver_fixtures import ADMIN, ADMIN_ID, PROJECT, SEED
 from fastapi import FastAPI
 
@@ -83,7 +85,8 @@ async def test_kubernetes_login_unreachable_host_is_401(client: httpx.AsyncClien
     assert r.status_code == 401
 
 
-async def test_faults_status_retry_after_malformed_latency_and_stats(client: httpx.AsyncClient) -> None:
+@pytest.mark.looptime
+async def test_faults_status_retry_after_malformed_latency_and_stats(loop_client: httpx.AsyncClient) -> None:
     faults = {
         "routes": [
             {"match": "GET /api/v4/secrets", "status": 429, "retryAfter": 7, "times": 1},
@@ -92,24 +95,29 @@ async def test_faults_status_retry_after_malformed_latency_and_stats(client: htt
             {"match": "GET /api/v1/dynamic-secrets/*", "status": 503, "rate": 0.0, "latencyMs": 5},
         ]
     }
-    assert (await client.post("/_admin/faults", json=faults)).status_code == 200
-    limited = await client.get("/api/v4/secrets", params=LIST, headers=ADMIN)
+    assert (await loop_client.post("/_admin/faults", json=faults)).status_code == 200
+    limited = await loop_client.get("/api/v4/secrets", params=LIST, headers=ADMIN)
     assert limited.status_code == 429 and limited.headers["retry-after"] == "7"
-    assert (await client.get("/api/v4/secrets", params=LIST, headers=ADMIN)).status_code == 200  # times: 1
-    broken = await client.post(UA, json={"clientId": "cid", "clientSecret": "csecret"})
+    again = await loop_client.get("/api/v4/secrets", params=LIST, headers=ADMIN)
+    assert again.status_code == 200  # times: 1
+    broken = await loop_client.post(UA, json={"clientId": "cid", "clientSecret": "csecret"})
     assert broken.status_code == 200 and broken.text.startswith('{"secrets"')
-    html = await client.get("/api/v1/projects/slug/proj", headers=ADMIN)
+    html = await loop_client.get("/api/v1/projects/slug/proj", headers=ADMIN)
     assert html.headers["content-type"] == "text/html"
-    ok = await client.get(
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    ok = await loop_client.get(
         "/api/v1/dynamic-secrets/pg", params={"projectSlug": "proj", "environmentSlug": "dev"}, headers=ADMIN
     )
     assert ok.status_code == 200  # rate 0: never fails
-    stats = (await client.get("/_admin/stats")).json()
+    assert loop.time() - started == pytest.approx(0.005)  # but always 5 ms late (virtual time)
+    stats = (await loop_client.get("/_admin/stats")).json()
     assert stats["listSecrets"] == 2 and stats["logins"] == 1
-    await client.delete("/_admin/faults")
-    assert (await client.post(UA, json={"clientId": "cid", "clientSecret": "csecret"})).status_code == 200
-    await client.post("/_admin/stats/reset")
-    assert (await client.get("/_admin/stats")).json()["listSecrets"] == 0
+    await loop_client.delete("/_admin/faults")
+    login = await loop_client.post(UA, json={"clientId": "cid", "clientSecret": "csecret"})
+    assert login.status_code == 200
+    await loop_client.post("/_admin/stats/reset")
+    assert (await loop_client.get("/_admin/stats")).json()["listSecrets"] == 0
 
 
 async def test_add_seed_and_admin_secret_writes(client: httpx.AsyncClient) -> None:

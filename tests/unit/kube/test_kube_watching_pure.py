@@ -26,12 +26,3 @@ from secretferry.kube import watching
 )
 def test_scoped_path(path: str, namespace: str | None, expected: str) -> None:
     assert watching.scoped_path(path, namespace) == expected
-
-
-@pytest.mark.parametrize(
-    ("failures", "low", "high"),
-    [(1, 0.25, 0.5), (2, 0.5, 1.0), (3, 1.0, 2.0), (10, 15.0, 30.0), (100, 15.0, 30.0)],
-)
-def test_backoff_grows_and_is_capped(failures: int, low: float, high: float) -> None:
-    assert watching.backoff_delay(failures, rand=lambda: 0.0) == pytest.approx(low)
-    assert watching.backoff_delay(failures, rand=lambda: 1.0) == pytest.approx(high)

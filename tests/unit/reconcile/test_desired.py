@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from secretferry import models
 from secretferry.models import labels
-from secretferry.reconcile import desired, reasons
+from secretferry.reconcile import desired, problems, reasons
 
 KEY = b"k" * 32
 Fetched = desired.FetchedSource
@@ -143,7 +143,7 @@ def test_secret_type(secret_type: str, data: dict[str, str], error: str | None) 
     if error is None:
         assert build({"type": secret_type}, Fetched(data)).type == secret_type
         return
-    with pytest.raises(desired.RenderError) as info:
+    with pytest.raises(problems.Problem) as info:
         build({"type": secret_type}, Fetched(data))
     assert info.value.reason == reasons.INVALID_SECRET_TYPE
     assert error in info.value.message
@@ -239,14 +239,14 @@ def test_invalid_keys(target: dict[str, Any] | None, fetched: dict[str, str], me
     if message is None:
         build(target, Fetched(fetched))
         return
-    with pytest.raises(desired.RenderError) as info:
+    with pytest.raises(problems.Problem) as info:
         build(target, Fetched(fetched))
     assert info.value.reason == reasons.INVALID_KEY
     assert message in info.value.message
 
 
 def test_too_large() -> None:
-    with pytest.raises(desired.RenderError) as info:
+    with pytest.raises(problems.Problem) as info:
         build(None, Fetched({"A": "x" * 600_000, "B": "y" * 600_000}))
     assert info.value.reason == reasons.TARGET_TOO_LARGE
 
@@ -283,7 +283,7 @@ LEAKY_TEMPLATES = [
 
 @pytest.mark.parametrize("source", LEAKY_TEMPLATES)
 def test_value_never_appears_in_an_error(source: str) -> None:
-    with pytest.raises(desired.RenderError) as info:
+    with pytest.raises(problems.Problem) as info:
         build({"template": {"data": {"out": source}}}, Fetched({"PASSWORD": SECRET_VALUE}))
     assert info.value.reason == reasons.TEMPLATE_ERROR
     assert "'out'" in info.value.message

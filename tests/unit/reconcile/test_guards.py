@@ -134,24 +134,24 @@ def test_source_problem(
     sources: list[dict[str, Any]] | None, fetched: list[Fetched], spec: dict[str, Any], expected: str | None
 ) -> None:
     problem = guards.source_problem(sync(sources=sources, **spec), fetched)
-    assert (problem[0] if problem else None) == expected
+    assert (problem.reason if problem else None) == expected
     if problem:
-        assert "source " in problem[1] and "left as it is" in problem[1]
+        assert "source " in problem.message and "left as it is" in problem.message
 
 
 def test_source_messages_name_the_source_and_never_a_value() -> None:
     fetched = [Fetched({"A": "value-one"}), Fetched({})]
     problem = guards.source_problem(sync(sources=TWO), fetched)
     assert problem is not None
-    assert "source 2 (project q environment prod path /b)" in problem[1]
-    assert "allowEmpty" in problem[1]
-    assert "value-one" not in problem[1]
+    assert "source 2 (project q environment prod path /b)" in problem.message
+    assert "allowEmpty" in problem.message
+    assert "value-one" not in problem.message
     filtered = guards.source_problem(
         sync(sources=[{"projectId": "p", "environment": "dev", "includeKeys": ["X*"]}]),
         [Fetched({"A": "value-one", "B": "value-two"})],
     )
-    assert filtered is not None and "lists 2 secrets" in filtered[1]
-    assert "value-" not in filtered[1]
+    assert filtered is not None and "lists 2 secrets" in filtered.message
+    assert "value-" not in filtered.message
 
 
 # --- target ----------------------------------------------------------------------------------------
@@ -174,13 +174,13 @@ def test_source_messages_name_the_source_and_never_a_value() -> None:
 )
 def test_protected_name(d: desired.DesiredObject, expected: str | None) -> None:
     problem = guards.protected_name(d, PROTECTED)
-    assert (problem[0] if problem else None) == expected
+    assert (problem.reason if problem else None) == expected
     # whatever the object looks like, the name alone refuses it
     full = guards.target_problem(
         d, secret(labels_=OURS, annotations={MERGE_FROM: "app"}), previously_synced=[], protected=PROTECTED
     )
     if expected is not None:
-        assert full is not None and full[0] == expected
+        assert full is not None and full.reason == expected
 
 
 OWNER = want()
@@ -248,9 +248,9 @@ def test_target_problem(
     d: desired.DesiredObject, actual: dict[str, Any] | None, previously: list[str], expected: str | None
 ) -> None:
     problem = guards.target_problem(d, actual, previously_synced=previously, protected=PROTECTED)
-    assert (problem[0] if problem else None) == expected
+    assert (problem.reason if problem else None) == expected
     if problem:
-        assert f"{d.kind} {d.name!r}" in problem[1] or "Secret 'app'" in problem[1]
+        assert f"{d.kind} {d.name!r}" in problem.message or "Secret 'app'" in problem.message
 
 
 def test_target_messages_reveal_neither_values_nor_foreign_keys() -> None:
@@ -262,11 +262,11 @@ def test_target_messages_reveal_neither_values_nor_foreign_keys() -> None:
         problem = guards.target_problem(d, actual, previously_synced=[], protected=PROTECTED)
         assert problem is not None
         for text in ("username", "password", "u-1", "p-1", b64("p-1")):
-            assert text not in problem[1]
+            assert text not in problem.message
     conflict = guards.target_problem(OWNER, actual, previously_synced=[], protected=PROTECTED)
-    assert conflict is not None and "holds 2 key(s)" in conflict[1]
+    assert conflict is not None and "holds 2 key(s)" in conflict.message
     not_opted = guards.target_problem(MERGE, actual, previously_synced=[], protected=PROTECTED)
-    assert not_opted is not None and MERGE_FROM in not_opted[1] and "(app)" in not_opted[1]
+    assert not_opted is not None and MERGE_FROM in not_opted.message and "(app)" in not_opted.message
 
 
 @pytest.mark.parametrize(

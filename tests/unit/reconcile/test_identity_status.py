@@ -7,8 +7,11 @@ No apiserver: a fake Kube port records status patches (or refuses them). The ser
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any, cast
 
+import crd_schema
 import httpx
 import pytest
 from reconcile_fakes import FakeKube, FakeSession, FakeSessions
@@ -16,7 +19,7 @@ from reconcile_fakes import FakeKube, FakeSession, FakeSessions
 from secretferry import settings as settings_mod
 from secretferry.kube import errors as kube_errors
 from secretferry.reconcile import identities as ident_mod
-from secretferry.reconcile import identity_status, reasons, tasks
+from secretferry.reconcile import identity_status, problems, reasons, tasks
 from secretferry.service import auth, client, fetcher, listroutes, scopes
 from secretferry.service import errors as service_errors
 
@@ -90,7 +93,7 @@ async def test_status_names_the_v3_list_once_a_list_showed_it_and_skips_unchange
     await status.report(entry, None)  # nothing new: no write
     assert len(_patched(kube)) == 2
     # A failure keeps saying which route the host has (the field), the message is the problem's.
-    await status.report(entry, (reasons.AUTH_FAILED, "rejected"))
+    await status.report(entry, problems.Problem(reasons.AUTH_FAILED, "rejected"))
     written = _patched(kube)[-1][1]
     assert written["listEndpoint"] == "/api/v3/secrets/raw"
     assert written["conditions"][0]["message"] == "rejected"
@@ -106,12 +109,12 @@ async def test_a_status_patch_the_apiserver_refuses_is_tried_again_on_the_next_r
     status, registry = _status(kube, listroutes.ListRoutes())
     entry = registry.upsert(ident_mod.MACHINE, _identity_body())
 
-    await status.report(entry, (reasons.AUTH_FAILED, "rejected"))
+    await status.report(entry, problems.Problem(reasons.AUTH_FAILED, "rejected"))
     assert entry.reported is None  # not written: not remembered as reported
-    await status.report(entry, (reasons.AUTH_FAILED, "rejected"))
+    await status.report(entry, problems.Problem(reasons.AUTH_FAILED, "rejected"))
     assert len(_patched(kube)) == 2
     assert entry.reported is not None
-    await status.report(entry, (reasons.AUTH_FAILED, "rejected"))
+    await status.report(entry, problems.Problem(reasons.AUTH_FAILED, "rejected"))
     assert len(_patched(kube)) == 2  # now it is known: no write
 
 
@@ -121,7 +124,7 @@ async def test_a_status_patch_the_apiserver_refuses_is_tried_again_on_the_next_r
         (service_errors.AuthenticationError("Token invalid", status_code=401), reasons.AUTH_FAILED),
         (service_errors.Unavailable("down", status_code=503), reasons.SERVICE_UNAVAILABLE),
         (
-            ident_mod.IdentityProblem(reasons.CREDENTIALS_NOT_FOUND, "secret tok not found"),
+            problems.Problem(reasons.CREDENTIALS_NOT_FOUND, "secret tok not found"),
             reasons.CREDENTIALS_NOT_FOUND,
         ),
     ],
@@ -180,3 +183,51 @@ async def test_an_identity_with_an_invalid_spec_reports_it_without_logging_in() 
     ((path, written),) = _patched(kube)
     assert path.endswith("/namespaces/ns/machineidentities/bad/status")
     assert written["conditions"][0]["reason"] == reasons.INVALID_SPEC
+
+
+class _LoggedInSession:
+    """A session that logged in: wall-clock times with microseconds, as ``AuthSession`` keeps them."""
+
+    api_root = "http://127.0.0.1:9/api"
+    last_login_at = datetime(2026, 3, 1, 12, 0, 0, 654321, tzinfo=UTC)
+    expires_at = datetime(2026, 3, 1, 12, 10, 0, 654321, tzinfo=UTC)
+
+
+async def test_the_status_written_fits_the_crd_with_whole_second_utc_times() -> None:
+    kube = FakeKube()
+    routes = cast(listroutes.ListRoutes, SimpleNamespace(known=lambda api_root: listroutes.V4))
+    status, registry = _status(kube, routes)
+    entry = registry.upsert(ident_mod.MACHINE, _identity_body())
+    entry.session = cast(auth.AuthSession, _LoggedInSession())
+
+    await status.report(entry, None)
+    await status.report(
+        entry, problems.Problem(reasons.AUTH_FAILED, "x" * 40_000)
+    )  # longer than a condition holds
+
+    first, second = (written for _, written in _patched(kube))
+    assert first["lastLoginTime"] == "2026-03-01T12:00:00Z"
+    assert first["tokenExpiresAt"] == "2026-03-01T12:10:00Z"
+    assert first["listEndpoint"] == listroutes.V4
+    assert set(first) == {
+        "conditions",
+        "observedGeneration",
+        "lastLoginTime",
+        "tokenExpiresAt",
+        "listEndpoint",
+    }
+    for plural in ("machineidentities", "clustermachineidentities"):
+        schema = crd_schema.status_schema(plural)
+        assert crd_schema.problems(first, schema) == []
+        assert crd_schema.problems(second, schema) == []
+
+
+async def test_what_a_report_does_not_know_is_left_out_of_the_patch() -> None:
+    kube = FakeKube()
+    status, registry = _status(kube, listroutes.ListRoutes())
+    entry = registry.upsert(ident_mod.MACHINE, _identity_body())  # no session: never logged in
+
+    await status.report(entry, problems.Problem(reasons.CREDENTIALS_NOT_FOUND, "secret tok not found"))
+
+    ((_, written),) = _patched(kube)
+    assert set(written) == {"conditions", "observedGeneration"}

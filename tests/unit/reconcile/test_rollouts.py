@@ -101,3 +101,16 @@ async def test_a_change_during_a_listing_gets_a_listing_of_its_own() -> None:
     assert [path for m, path in kube.calls if m == "PATCH"] == [
         "/apis/apps/v1/namespaces/team/deployments/late"
     ]
+
+
+async def test_rollouts_disabled_plan_nothing() -> None:
+    """SECRETFERRY_ROLLOUTS_ENABLED=false: the chart grants no workload rights, so no call at all."""
+    kube = FakeKube([_deployment("web", "s0")])
+    manager = rollouts.RolloutManager(kube, cooldown_seconds=0.0, instance="test", enabled=False)  # type: ignore[arg-type]
+    ref: Any = REF
+    explicit = _sync("team", "a", rolloutRestartTargets=[{"kind": "Deployment", "name": "web"}])
+    manager.data_changed(explicit, "s0", "h0", ref)
+    await asyncio.sleep(10)  # virtual: far more than any listing's latency
+    await manager.close()
+    assert manager.restarts == 0
+    assert kube.calls == []

@@ -144,6 +144,35 @@ def test_check_identity(kind: str, auth: dict[str, Any], host: str | None, reaso
     assert (refusal.reason if refusal else None) == reason
 
 
+NO_TOKENS = tenancy.HostPolicy.from_settings(
+    settings_mod.Settings(default_host_api=DEV, token_requests_enabled=False)
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "auth", "host", "reason"),
+    [
+        # Kubernetes auth is refused for both kinds, whatever its audiences, before any TokenRequest.
+        ("namespaced", K8S, None, reasons.TOKEN_REQUESTS_DISABLED),
+        ("namespaced", K8S_NO_AUD, None, reasons.TOKEN_REQUESTS_DISABLED),
+        ("cluster", K8S_CLUSTER, "https://anywhere.example", reasons.TOKEN_REQUESTS_DISABLED),
+        ("namespaced", K8S, "https://evil.example", reasons.HOST_NOT_ALLOWED),  # the host first
+        # Other methods mint nothing: unaffected.
+        ("namespaced", UNIVERSAL, None, None),
+    ],
+)
+def test_token_requests_disabled(
+    kind: str, auth: dict[str, Any], host: str | None, reason: str | None
+) -> None:
+    refusal = tenancy.check_identity(
+        _spec(kind, auth, host), namespaced=kind == "namespaced", policy=NO_TOKENS
+    )
+    assert (refusal.reason if refusal else None) == reason
+    if refusal is not None and reason == reasons.TOKEN_REQUESTS_DISABLED:
+        assert "SECRETFERRY_TOKEN_REQUESTS_ENABLED=false" in refusal.message
+        assert not refusal.retriable  # only a new operator setting changes the answer
+
+
 @pytest.mark.parametrize(
     ("requested", "cap", "effective", "noted"),
     [(600, 600, 600, False), (172800, 600, 600, True), (3600, 7200, 3600, False), (7201, 7200, 7200, True)],

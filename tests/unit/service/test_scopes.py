@@ -113,3 +113,17 @@ def test_scope_is_normalized() -> None:
     query = a.to_query()
     assert query.secret_path == "/a/b" and query.tag_slugs == ("a", "z")
     assert query.metadata_filter == (("k1", "v"), ("k2", "v"))
+
+
+async def test_a_project_recreated_under_its_slug_is_found_after_forget(
+    projects: Projects, session: auth.AuthSession
+) -> None:
+    cache = scopes.SlugCache()
+    assert await cache.resolve("id", "shop", session) == "p-shop"
+    projects.known["shop"] = "p-shop-2"  # deleted and recreated: a new id under the same slug
+    assert await cache.resolve("id", "shop", session) == "p-shop"  # kept until a call says gone
+    assert not cache.forget("id", "shop", "p-other")  # another id: not this mapping, kept
+    assert not cache.forget("id-2", "shop", "p-shop")  # another identity's: nothing to drop
+    assert cache.forget("id", "shop", "p-shop")
+    assert await cache.resolve("id", "shop", session) == "p-shop-2"
+    assert projects.calls == 2

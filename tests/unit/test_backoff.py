@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from secretferry.service import backoff
+from secretferry import backoff
 
 
 class Clock:
@@ -93,3 +93,39 @@ def test_expedite_never_delays() -> None:
     b.next_delay()
     b.expedite(not_before=clock.now + 500.0)
     assert b.retry_at == clock.now + 1.0
+
+
+class Bottom(random.Random):
+    """Always draws the bottom of the range: the shortest delay the jitter allows."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return a
+
+
+@pytest.mark.parametrize(
+    ("jitter", "failures", "low", "high"),
+    [
+        # Equal jitter (watches): at least half the ceiling, 0.5 s doubling to 30 s.
+        (backoff.EQUAL_JITTER, 1, 0.25, 0.5),
+        (backoff.EQUAL_JITTER, 2, 0.5, 1.0),
+        (backoff.EQUAL_JITTER, 3, 1.0, 2.0),
+        (backoff.EQUAL_JITTER, 10, 15.0, 30.0),
+        (backoff.EQUAL_JITTER, 100, 15.0, 30.0),
+        # Full jitter (scopes, streams, logins, passes): anything up to the ceiling.
+        (backoff.FULL_JITTER, 3, 0.0, 2.0),
+        # No jitter (a quarantined template): exactly the ceiling.
+        (backoff.NO_JITTER, 3, 2.0, 2.0),
+    ],
+)
+def test_jitter_bounds_the_delay_from_below(jitter: float, failures: int, low: float, high: float) -> None:
+    for rng, expected in ((Bottom(), low), (Top(), high)):
+        b = backoff.Backoff(0.5, 30.0, jitter=jitter, rng=rng)
+        for _ in range(failures - 1):
+            b.next_delay()
+        assert b.next_delay() == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("jitter", [-0.1, 1.5])
+def test_jitter_outside_zero_to_one_is_refused(jitter: float) -> None:
+    with pytest.raises(ValueError, match="jitter"):
+        backoff.Backoff(1.0, 2.0, jitter=jitter)

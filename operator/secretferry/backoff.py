@@ -1,9 +1,18 @@
-"""Exponential backoff with full jitter, capped, honouring a server's ``retry-after``.
+"""The one backoff: exponential, capped, jittered, honouring a server's ``retry-after``.
 
-Why full jitter: many scopes and streams fail together when the service goes away; drawing each
-delay uniformly from ``[0, ceiling]`` spreads their retries instead of sending them back in
-lock-step (the "thundering herd" that a fixed or equal-jitter schedule produces). The ceiling
-doubles per consecutive failure, up to ``maximum``, so a recovered service is seen soon.
+Every retrying thing in the operator draws its delays here — a scope's list call, a stream, a
+login, the recovery probe of a host, a Kubernetes watch, a SecretSync pass, a quarantined
+template — so "how long until the next try" has one answer and one set of tests. It sits beside
+``settings``/``origins``, outside the layers, because both sides of the ``service | kube`` layer
+use it.
+
+Why jitter: many scopes and streams fail together when the service goes away; drawing each delay
+at random spreads their retries instead of sending them back in lock-step (the "thundering herd"
+a fixed schedule produces). ``jitter`` is the fraction of the ceiling left to chance: 1.0 (full
+jitter, uniform in ``[0, ceiling]``) for crowds that fail together; 0.5 ("equal jitter", at least
+half the ceiling) where a near-zero delay would hammer a struggling server, such as watches that
+re-LIST; 0 where one thing is being spaced out, not a crowd spread. The ceiling doubles per
+consecutive failure, up to ``maximum``, so a recovered service is seen soon.
 """
 
 from __future__ import annotations
@@ -17,24 +26,34 @@ _MULTIPLIER = 2.0
 # Beyond this exponent the ceiling is capped anyway; stops 2**n overflowing after long outages.
 _MAX_EXPONENT = 64
 
+FULL_JITTER = 1.0
+EQUAL_JITTER = 0.5
+NO_JITTER = 0.0
+
 
 class Backoff:
-    """Delays for one retrying thing (a scope, a stream, a login); not shared between them."""
+    """Delays for one retrying thing (a scope, a stream, a login, a watch); never shared."""
+
+    __slots__ = ("_clock", "_failures", "_rng", "initial", "jitter", "maximum", "retry_at")
 
     def __init__(
         self,
         initial: float,
         maximum: float,
         *,
+        jitter: float = FULL_JITTER,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
         if initial <= 0 or maximum < initial:
             raise ValueError("backoff needs 0 < initial <= maximum")
+        if not 0.0 <= jitter <= 1.0:
+            raise ValueError("backoff jitter is a fraction of the delay, 0 to 1")
         self.initial = initial
         self.maximum = maximum
+        self.jitter = jitter
         self._clock = clock
-        self._rng = rng or random.Random()
+        self._rng = rng or _SHARED_RNG
         self._failures = 0
         self.retry_at: float | None = None
 
@@ -50,7 +69,8 @@ class Backoff:
 
     def next_delay(self, retry_after: float | None = None) -> float:
         """Record one more failure and return seconds to wait; a larger ``retry_after`` wins."""
-        delay = self._rng.uniform(0.0, self.ceiling())
+        ceiling = self.ceiling()
+        delay = ceiling if self.jitter == 0 else self._rng.uniform(ceiling * (1.0 - self.jitter), ceiling)
         self._failures += 1
         if retry_after is not None and retry_after > delay:
             delay = retry_after
@@ -77,3 +97,8 @@ class Backoff:
         """A success: the next failure starts again from ``initial``."""
         self._failures = 0
         self.retry_at = None
+
+
+# One generator for every Backoff without its own (tests pass a seeded one): a Random per
+# instance would cost ~2.5 KB each, and there is one Backoff per failing SecretSync.
+_SHARED_RNG = random.Random()
