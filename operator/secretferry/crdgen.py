@@ -127,7 +127,8 @@ def _root_schema(spec: type[BaseModel], status: type[BaseModel], description: st
         "properties": {
             "apiVersion": {"type": "string", "description": f"API group and version: `{base.API_VERSION}`."},
             "kind": {"type": "string", "description": "The kind of this object."},
-            "metadata": {"type": "object", "description": "Standard object metadata (name, labels, ...)."},
+            # The apiserver refuses anything on metadata but its type (not even a description).
+            "metadata": {"type": "object"},
             "spec": structural(spec.model_json_schema(by_alias=True, mode="validation")),
             "status": structural(status.model_json_schema(by_alias=True, mode="validation")),
         },

@@ -40,16 +40,20 @@ async def test_post_event(kube: client.Kube, control_plane: ControlPlane, namesp
     assert event["eventTime"]
 
 
-async def test_failures_are_logged_not_raised(kube: client.Kube, caplog: pytest.LogCaptureFixture) -> None:
+async def test_failures_are_logged_not_raised(
+    kube: client.Kube, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The Event's name is the object's name plus a timestamp: a name that is no DNS subdomain makes
+    # the apiserver refuse the Event (422), a failure that is not about the namespace.
     regarding: events.ObjectRef = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "name": "x",
-        "namespace": "no-such-namespace",
+        "name": "Not A Name",
+        "namespace": namespace,
         "uid": "u",
     }
     with caplog.at_level(logging.WARNING, logger="secretferry.kube.events"):
-        await events.post(
+        posted = await events.post(
             kube,
             regarding=regarding,
             reason="R",
@@ -58,4 +62,35 @@ async def test_failures_are_logged_not_raised(kube: client.Kube, caplog: pytest.
             action="A",
             reporting_instance="i",
         )
+    assert posted is False
     assert "could not post event R" in caplog.text
+
+
+async def test_a_missing_namespace_is_remembered_not_warned_about(
+    kube: client.Kube, caplog: pytest.LogCaptureFixture
+) -> None:
+    regarding: events.ObjectRef = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "x",
+        "namespace": "no-such-namespace",
+        "uid": "u",
+    }
+    memory = events.TerminatingNamespaces()
+    with caplog.at_level(logging.DEBUG, logger="secretferry.kube.events"):
+        for _ in range(2):
+            posted = await events.post(
+                kube,
+                regarding=regarding,
+                reason="R",
+                note="n",
+                type="Warning",
+                action="A",
+                reporting_instance="i",
+                namespaces=memory,
+            )
+            assert posted is False
+    assert "no-such-namespace" in memory
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == []
+    assert sum("is being deleted" in r.getMessage() for r in caplog.records) == 1
