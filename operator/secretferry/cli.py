@@ -1,4 +1,5 @@
-"""The ``secretferry`` command: ``run`` (the operator), ``dev-server`` (reference service), ``crds``.
+"""The ``secretferry`` command: ``run`` (the operator), ``dev-server`` (reference service), ``crds``
+(the CRDs as YAML), ``convert`` (Infisical operator manifests to ours) and ``settings-reference``.
 
 Sub-commands import their modules only when they run, so that ``secretferry crds`` and every
 ``--help`` stay free of kopf, and the operator never loads the dev server. ``run --help`` reads the

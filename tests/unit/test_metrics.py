@@ -6,22 +6,10 @@ Read back from prometheus_client's default registry, as ``/metrics`` would serve
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from secretferry import metrics
 from secretferry.reconcile import scheduler
-
-
-@pytest.fixture
-def per_object() -> Iterator[None]:
-    metrics.export_per_object(True)
-    try:
-        yield
-    finally:
-        metrics.export_per_object(False)
 
 
 def test_no_created_series_even_for_counters_and_histograms_with_samples() -> None:

@@ -91,8 +91,13 @@ class _Conversion:
         if str((meta.get("annotations") or {}).get(INFISICAL_AUTO_RELOAD, "")).lower() != "true":
             self.ledger.result.skipped.append(obj)
             return
-        ns = f" -n {meta['namespace']}" if meta.get("namespace") else ""
-        text = f"kubectl annotate {kind.lower()}{ns} {meta.get('name')} {AUTO_RELOAD_ANNOTATION}=true"
+        text = results.kubectl(
+            "annotate",
+            kind.lower(),
+            meta.get("namespace"),
+            str(meta.get("name")),
+            f"{AUTO_RELOAD_ANNOTATION}=true",
+        )
         self.ledger.step(results.RELOAD, text)
 
 

@@ -247,9 +247,12 @@ def finish(draft: Identity, ledger: results.Ledger) -> None:
             )
             ledger.note(draft.origin, draft.audience_field, why)
         for ref in refs:
-            ns = f" -n {ref.namespace}" if ref.namespace else ""
-            text = (
-                f"kubectl annotate {ref.kind.lower()}{ns} {ref.name} {ALLOWED_IDENTITIES_ANNOTATION}={name}"
+            text = results.kubectl(
+                "annotate",
+                ref.kind.lower(),
+                ref.namespace,
+                ref.name,
+                f"{ALLOWED_IDENTITIES_ANNOTATION}={name}",
             )
             ledger.step(results.OPT_IN, text)
             comments.append(f"to do: {text} (comma-separated after any it lists, with --overwrite)")

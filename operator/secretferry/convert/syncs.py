@@ -241,8 +241,9 @@ def _sync(
 
 
 def _release(resource: str, meta: infisical.Meta, ledger: results.Ledger) -> None:
-    ns = f" -n {meta.namespace}" if meta.namespace else ""
-    ledger.step(results.RELEASE, f"kubectl delete {resource}{ns} {meta.name} --cascade=orphan")
+    ledger.step(
+        results.RELEASE, results.kubectl("delete", resource, meta.namespace, meta.name, "--cascade=orphan")
+    )
 
 
 def finish(sync: Sync, ledger: results.Ledger) -> None:
@@ -271,9 +272,9 @@ def finish(sync: Sync, ledger: results.Ledger) -> None:
         ledger.note(sync.origin, "spec", why)
         return
     target = sync.spec["target"]
-    ns = f" -n {sync.namespace}" if sync.namespace else ""
     kind = str(target.get("kind", "Secret")).lower()
-    text = f"kubectl label {kind}{ns} {target['name']} {labels.SYNC_LABEL}={labels.sync_label_value(name)}"
+    label = f"{labels.SYNC_LABEL}={labels.sync_label_value(name)}"
+    text = results.kubectl("label", kind, sync.namespace, str(target["name"]), label)
     ledger.step(results.HAND_OVER, text)
     comments = [*sync.comments, f"to do, once Infisical's operator has let go of it: {text}"]
     ledger.result.manifests.append(results.Manifest(body, comments, [sync.origin]))

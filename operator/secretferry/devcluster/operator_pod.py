@@ -104,6 +104,22 @@ class OperatorPod:
         if wait:
             self.wait_ready(self.replicas)
 
+    def upgrade(self, values: dict[str, Any]) -> None:
+        """``helm upgrade`` the release with ``values`` added, as a user changing a setting would;
+        the Deployment rolls (Recreate with one replica), and the caller waits for the new pods."""
+        self.extra_values = {**self.extra_values, **values}
+        self.helm(
+            "upgrade",
+            self.release,
+            str(CHART),
+            "--namespace",
+            self.namespace,
+            "--values",
+            str(NODE_VALUES),
+            "--values",
+            str(self._run_values()),
+        )
+
     def uninstall(self) -> None:
         self.helm("uninstall", self.release, "--namespace", self.namespace, "--wait")
 

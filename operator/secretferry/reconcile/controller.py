@@ -185,5 +185,9 @@ class Controller:
             delay = await sync.reconcile(self.deps, entry)
         finally:
             entry.model = None  # parsed again next time: see SyncEntry.body
+            if key not in self.syncs:
+                # Deleted during the pass: the intake dropped its per-object series before the
+                # report set them again, and an unchanged status patches nothing to find it gone.
+                metrics.forget_sync(key)
         if delay is not None and key in self.syncs:
             self.queue.enqueue_after(key, delay)

@@ -15,3 +15,24 @@ def operator_harness() -> Any:
     if _OPERATOR_TESTS not in sys.path:
         sys.path.append(_OPERATOR_TESTS)
     return importlib.import_module("harness")
+
+
+# Test timing only (nothing here changes what the operator may do): quick retries and heartbeats.
+FAST_ENV: list[dict[str, str]] = [
+    {"name": "SECRETFERRY_BACKOFF_INITIAL_SECONDS", "value": "0.5"},
+    {"name": "SECRETFERRY_BACKOFF_MAX_SECONDS", "value": "3"},
+    {"name": "SECRETFERRY_STREAM_HEARTBEAT_SECONDS", "value": "1"},
+]
+
+
+def checked_again(operator: Any) -> bool:
+    """Whether the running operator pod has looked at a SecretSync and found nothing to write
+    (its ``unchanged`` count, which starts at 0 in every new pod)."""
+    try:
+        metrics = operator.metrics()
+    except OSError:  # Ready (running) before its metrics endpoint listens
+        return False
+    return any(
+        line.startswith('secretferry_syncs_total{result="unchanged"}') and float(line.split()[-1]) >= 1
+        for line in metrics.splitlines()
+    )

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from node_helpers import operator_harness
+from node_helpers import FAST_ENV, checked_again, operator_harness
 
 from secretferry.devcluster import consumer
 from secretferry.devcluster.cluster import ControlPlane
@@ -26,11 +26,6 @@ pytestmark = pytest.mark.integration
 
 harness = operator_harness()
 HOURS = "3h"  # a refresh interval far beyond any test: only the event stream explains a change
-FAST = [
-    {"name": "SECRETFERRY_BACKOFF_INITIAL_SECONDS", "value": "0.5"},
-    {"name": "SECRETFERRY_BACKOFF_MAX_SECONDS", "value": "3"},
-    {"name": "SECRETFERRY_STREAM_HEARTBEAT_SECONDS", "value": "1"},
-]
 # What the crash loop looked like: kopf dialling the hard-coded in-cluster DNS name.
 IN_CLUSTER_DNS_FAILURES = ("kubernetes.default.svc", "ClientConnectorDNSError", "ClientConnectorError")
 
@@ -43,7 +38,7 @@ def operator(
         node_cluster,
         workdir=tmp_path_factory.mktemp("operator-pod"),
         default_host_api=node_service.base_url,
-        values={"extraEnv": FAST},
+        values={"extraEnv": FAST_ENV},
     )
     pod.install()
     try:
@@ -147,17 +142,9 @@ def test_a_replacement_pod_resumes_without_rewriting_unchanged_secrets(
     node_cluster.kubectl("delete", "pod", old["metadata"]["name"], "-n", operator.namespace)
     (new_name,) = operator.wait_ready(1, exclude=[old["metadata"]["name"]])
 
-    def checked_again() -> bool:
-        try:
-            metrics = operator.metrics()
-        except OSError:  # Ready (running) before its metrics endpoint listens
-            return False
-        return any(
-            line.startswith('secretferry_syncs_total{result="unchanged"}') and float(line.split()[-1]) >= 1
-            for line in metrics.splitlines()
-        )
-
-    harness.eventually(checked_again, timeout=60, what="the replacement to check the SecretSync again")
+    harness.eventually(
+        lambda: checked_again(operator), timeout=60, what="the replacement to check the SecretSync again"
+    )
     after = json.loads(node_cluster.kubectl("get", "secret", "app-config", "-n", synced, "-o", "json"))
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     # ...and it is live: the next change still streams in.

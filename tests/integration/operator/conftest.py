@@ -46,7 +46,14 @@ def service(
 def operator(
     control_plane: ControlPlane, crds: None, service: DevServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
-    op = harness.start_operator(control_plane, service, tmp_path_factory.mktemp("operator") / "operator.log")
+    # Per-object metrics on: the opt-in gauge is then checked like every other metric (one series
+    # per SecretSync is nothing at this size).
+    op = harness.start_operator(
+        control_plane,
+        service,
+        tmp_path_factory.mktemp("operator") / "operator.log",
+        SECRETFERRY_PER_OBJECT_METRICS="true",
+    )
     try:
         yield op
     finally:

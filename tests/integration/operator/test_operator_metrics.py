@@ -106,3 +106,36 @@ def test_every_documented_metric_has_samples_after_a_sync(
     assert 'secretferry_service_calls_total{endpoint="GET /api/v4/secrets"' in text
     assert re.search(r'secretferry_logins_total\{method="kubernetes",result="success"\} [1-9]', text)
     assert re.search(r'secretferry_rollouts_total\{kind="Deployment"\} [1-9]', text)
+
+
+def _condition_samples(metrics_text: str, namespace: str, name: str) -> dict[str, float]:
+    """``status`` -> value of the per-object Ready series of one SecretSync."""
+    found: dict[str, float] = {}
+    for m in re.finditer(r"^secretferry_secretsync_condition\{(.*)\} (\S+)$", metrics_text, re.MULTILINE):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m[1]))
+        if (labels.get("namespace"), labels.get("name"), labels.get("condition")) == (
+            namespace,
+            name,
+            "Ready",
+        ):
+            found[labels["status"]] = float(m[2])
+    return found
+
+
+def test_the_opt_in_per_object_gauge_follows_ready_and_goes_with_the_secretsync(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    path = f"/{namespace}-per-object"
+    service.set_secret(PROJECT_ID, "dev", path, "K", "per-object-value-1")
+    harness.kubernetes_identity(control_plane, namespace)
+    harness.secret_sync(control_plane, namespace, "watched", sources=[source(path)])
+    harness.wait_reason(control_plane, namespace, "watched", "Synced")
+    eventually(
+        lambda: _condition_samples(operator.metrics(), namespace, "watched") == {"True": 1.0, "False": 0.0},
+        what="the per-object gauge to say Ready=True",
+    )
+    control_plane.kubectl("delete", "secretsync", "watched", "-n", namespace)
+    eventually(
+        lambda: _condition_samples(operator.metrics(), namespace, "watched") == {},
+        what="the per-object series to go with the SecretSync",
+    )

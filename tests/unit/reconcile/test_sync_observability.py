@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -18,7 +17,7 @@ import pytest
 from prometheus_client import REGISTRY
 from reconcile_fakes import FakeKube, RecordingQueue
 
-from secretferry import logfields, metrics
+from secretferry import logfields
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import events as kube_events
 from secretferry.reconcile import deps as deps_mod
@@ -34,15 +33,6 @@ def memory(monkeypatch: pytest.MonkeyPatch) -> kube_events.TerminatingNamespaces
     fresh = kube_events.TerminatingNamespaces()
     monkeypatch.setattr(kube_events, "TERMINATING", fresh)
     return fresh
-
-
-@pytest.fixture
-def per_object() -> Iterator[None]:
-    metrics.export_per_object(True)
-    try:
-        yield
-    finally:
-        metrics.export_per_object(False)
 
 
 def _terminating(namespace: str) -> kube_errors.KubeError:
