@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 DEVCLUSTER_DIR ?= .devcluster
 
 .PHONY: setup settings-doc control-plane lint typecheck imports test test-unit test-integration demo demo-down \
-        cluster-up cluster-down crds chart-crds bench clean node-deps image release
+        cluster-up cluster-down crds chart-crds bench bench-full clean node-deps image release
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing secretferry with its dev tools"
@@ -82,8 +82,29 @@ demo-down: setup
 release: setup $(if $(SKIP_IMAGE),,node-deps)
 	@bash hack/release.sh $(if $(SKIP_IMAGE),--skip-image) $(if $(ALLOW_DIRTY),--allow-dirty)
 
+# The quick one: every bench/bench_*.py once at its own default sizes (smaller than the README's:
+# e.g. 100 and 1,000 SecretSyncs, not 10,000), on the `tuned` control plane; a smoke run of the
+# scripts, not the README's figures. `make bench-full` reproduces those.
 bench: setup control-plane
 	@for b in bench/bench_*.py; do echo "==> $$b"; $(BIN)/python $$b || exit 1; done
+
+# The README's Benchmarks table, row by row in its order (hours on 2 cores): each line below is one
+# script invocation the table quotes, and make prints it before running it. Every report starts
+# with the machine, its load, the commit and the control-plane profile with its non-default flags;
+# `tuned` (the table's) unless the line says `--control-plane production`.
+bench-full: setup control-plane node-deps
+	$(BIN)/python bench/bench_operator_scale.py --sizes 1000,10000 --scopes 10,100
+	$(BIN)/python bench/bench_operator_scale.py --sizes 10000 --scopes 100 --control-plane production --no-periodic
+	$(BIN)/python bench/bench_operator_scale.py --rest 10,100
+	$(BIN)/python bench/bench_streams.py
+	$(BIN)/python bench/bench_streams.py --quick --event-generation all
+	$(BIN)/python bench/bench_node.py --changes 20 --failover
+	$(BIN)/python bench/bench_template_bomb.py
+	$(BIN)/python bench/bench_template_bomb.py --gap 1.5
+	$(BIN)/python bench/bench_outage.py
+	$(BIN)/python bench/bench_outage.py --expire-tokens
+	$(BIN)/python bench/bench_outage.py --mode stop
+	$(BIN)/python bench/bench_devserver.py
 
 clean:
 	rm -rf $(VENV) $(DEVCLUSTER_DIR) .mypy_cache .ruff_cache .pytest_cache

@@ -5,24 +5,31 @@ dev server runs as a subprocess with a Kubernetes-auth identity checked by a rea
 the operator runs as ``secretferry run`` in its own process. The benchmark process talks to the
 apiserver with aiohttp and the admin client certificate (bulk creation, watches), so its own
 overhead stays small on a 2-core machine.
+
+Every report starts with ``RunInfo.header()``: the machine, its load, the commit and the control
+plane's profile (``--control-plane``, ``cluster.PROFILES``) with the flags it adds, so that a figure
+is never read without the settings it was measured with.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import contextlib
 import json
 import os
+import platform
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import aiohttp
 
@@ -61,6 +68,93 @@ def log(msg: str) -> None:
 
 def load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# --- what a figure was measured with -----------------------------------------------------------------
+def describe_flags(flags: cluster.ProfileFlags) -> str:
+    """The profile's flags that differ from the binaries' defaults, per binary."""
+    parts = [
+        f"{binary} {' '.join(args)}"
+        for binary, args in (("etcd", flags.etcd), ("kube-apiserver", flags.kube_apiserver))
+        if args
+    ]
+    return (
+        "; ".join(parts)
+        or "none (etcd fsyncs every commit, API priority and fairness on, default in-flight limits)"
+    )
+
+
+def add_control_plane_option(parser: argparse.ArgumentParser) -> None:
+    """``--control-plane {tuned,production}``: the README's figures use ``tuned``; ``production``
+    shows what they cost without its shortcuts."""
+    profiles = get_args(cluster.Profile)
+    parser.add_argument(
+        "--control-plane",
+        choices=profiles,
+        default="tuned",
+        help="control-plane profile and the flags it adds: "
+        + "; ".join(f"{name}: {describe_flags(cluster.PROFILES[name])}" for name in profiles)
+        + " (default: tuned, the README's figures)",
+    )
+
+
+def _first_line(argv: Sequence[str]) -> str:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        # 30 s: a --version or rev-parse answers in milliseconds; this only bounds a hung binary.
+        out = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip().splitlines()[0]
+    return "unknown"
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
+@dataclass
+class RunInfo:
+    """What a reader needs next to a figure: the machine, how loaded it was, the code and the
+    control plane's settings. Printed at the top of every report (``header``)."""
+
+    profile: cluster.Profile | None  # None: the script starts no control plane
+    load_at_start: str = field(default_factory=load)
+    versions: str = ""  # the control plane's binaries, filled in by start_control_plane
+
+    def header(self) -> str:
+        cores, usable = os.cpu_count(), len(os.sched_getaffinity(0))
+        commit = _first_line(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+        lines = [
+            f"machine: {_cpu_model()}, {cores} cores ({usable} usable); load average (1/5/15 min) "
+            f"{self.load_at_start} at start, {load()} at this report",
+            f"code: commit {commit}; python {platform.python_version()}",
+        ]
+        if self.profile is None:
+            lines.append("control plane: none")
+        else:
+            versions = f" ({self.versions})" if self.versions else ""
+            lines.append(
+                f"control plane: profile {self.profile}{versions}; non-default flags: "
+                + describe_flags(cluster.PROFILES[self.profile])
+            )
+        return "\n".join(lines) + "\n"
+
+
+def start_control_plane(workdir: Path, run: RunInfo) -> cluster.ControlPlane:
+    """``cluster.start`` with the run's profile; notes the binaries' versions for the header."""
+    assert run.profile is not None, "a run that starts a control plane names its profile"
+    log(f"starting control plane ({run.profile}) in {workdir}")
+    cp = cluster.start(workdir, profile=run.profile)
+    apiserver = _first_line([str(cp.bin_dir / "kube-apiserver"), "--version"])
+    etcd = _first_line([str(cp.bin_dir / "etcd"), "--version"])
+    # "Kubernetes v1.34.4" and "etcd Version: 3.6.6" -> "kube-apiserver v1.34.4, etcd v3.6.6"
+    run.versions = (
+        f"{apiserver.replace('Kubernetes ', 'kube-apiserver ')}, {etcd.replace('etcd Version: ', 'etcd v')}"
+    )
+    return cp
 
 
 # --- /proc figures ---------------------------------------------------------------------------------
@@ -170,12 +264,15 @@ class Env:
 
 @contextlib.contextmanager
 def environment(
-    *, secrets: list[dict[str, str]], devserver_args: Sequence[str] = (), keep: bool = False
+    *,
+    secrets: list[dict[str, str]],
+    run: RunInfo,
+    devserver_args: Sequence[str] = (),
+    keep: bool = False,
 ) -> Iterator[Env]:
     """A fresh control plane (CRDs, operator namespace, a cluster identity) and a seeded dev server."""
     workdir = Path(tempfile.mkdtemp(prefix="secretferry-bench-"))
-    log(f"starting control plane in {workdir}")
-    cp = cluster.start(workdir / "cp")
+    cp = start_control_plane(workdir / "cp", run)
     try:
         for path in sorted((REPO / "crds").glob("*.yaml")):
             cp.kubectl("apply", "--server-side", "-f", str(path))

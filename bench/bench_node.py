@@ -7,9 +7,24 @@ kubelet's part: it refreshes Secret volumes at each pod sync, ``syncFrequency``,
 output). With ``--failover`` it also installs two replicas with leader election, kills the leader
 and times until the standby holds the Lease.
 
-    .venv/bin/python bench/bench_node.py [--changes 20] [--failover]
+    .venv/bin/python bench/bench_node.py [--changes 20] [--failover] [--control-plane production]
 
-Skips with a one-line reason on a host that cannot run a node.
+Skips with a one-line reason on a host that cannot run a node. It starts its own control plane
+(``tuned`` unless ``--control-plane production``); the output starts with the machine, its load,
+the commit and the control plane's profile and flags.
+
+Clocks (``time.monotonic()`` in this process; polling, so each figure is an upper bound by up to
+one poll):
+
+- change -> Secret: from just before the admin write of the new value (the dev server's
+  ``PUT /_admin/secrets``, so its round trip is included) to the end of the first GET of the
+  Secret from the apiserver that returns it (one GET 20 ms after the previous one returned).
+- change -> file in pod: from the same point to the end of the first ``kubectl exec … cat`` of the
+  mounted file that prints it (one exec 50 ms after the previous one returned; an exec itself
+  takes tens of ms).
+- leader killed -> standby holds the Lease: from just before ``kubectl delete pod <leader>
+  --grace-period=0 --force`` to the end of the first ``kubectl get lease`` (one 0.1 s after the
+  previous one returned) naming another of the pods as holder.
 """
 
 from __future__ import annotations
@@ -24,7 +39,18 @@ import urllib.error
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import AUDIENCE, IDENTITY_ID, PROJECT_ID, decode, log, percentile, seed_doc
+from _common import (
+    AUDIENCE,
+    IDENTITY_ID,
+    PROJECT_ID,
+    RunInfo,
+    add_control_plane_option,
+    decode,
+    log,
+    percentile,
+    seed_doc,
+    start_control_plane,
+)
 from secretferry.devcluster import cluster, consumer, node
 from secretferry.devcluster.operator_pod import OperatorPod
 from secretferry.devserver.testing import DevServer, run_dev_server
@@ -140,20 +166,24 @@ def failover(cp: cluster.ControlPlane, server: DevServer, work: Path) -> None:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--changes", type=int, default=20)
     p.add_argument("--failover", action="store_true", help="also time a leader takeover")
+    add_control_plane_option(p)
     args = p.parse_args()
+    run = RunInfo(args.control_plane)
     reason = node.unavailable_reason()
     if reason:
         print(f"bench_node: skipped, no local node on this host: {reason}")
         return 0
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
         work = Path(tmp)
-        with cluster.running(work / "cluster") as cp:
+        cp = start_control_plane(work / "cluster", run)
+        try:
             t0 = time.monotonic()
             cp.start_node()
             log(f"node Ready in {time.monotonic() - t0:.1f} s")
+            print(run.header())
             reviewer = cp.reviewer_token(expiration_seconds=3600)
             with run_dev_server(
                 seed=seed_doc(cp, reviewer_token=reviewer, secrets=[]), data_dir=work / "devserver"
@@ -161,6 +191,8 @@ def main() -> int:
                 changes(cp, server, work, args.changes)
                 if args.failover:
                     failover(cp, server, work)
+        finally:
+            cp.stop()
     return 0
 
 

@@ -22,6 +22,35 @@ Run: ``.venv/bin/python bench/bench_operator_scale.py [--sizes 100,1000,10000] [
 ``--rest 10,100`` measures only the two figures of a small install instead (about a minute each):
 resident memory at rest (all Ready, then quiet) and the time from the operator's process start to
 the first Secret written, seen by a watch on the managed Secrets.
+
+``--control-plane production`` runs the same on a control plane with the binaries' defaults (etcd
+fsyncs, API priority and fairness on, default in-flight limits); the README's figures are ``tuned``.
+The report starts with the machine, its load, the commit and the control plane's profile and flags.
+
+Clocks (``time.monotonic()`` in this process). "Seen Ready" is the arrival of the first event of
+this process's LIST+WATCH on every SecretSync whose object has ``Ready=True``; "the Popen" is the
+``subprocess.Popen`` of ``python -m secretferry.cli run`` in ``OperatorProcess.start``, the clock
+being read just before ``start_operator`` builds it:
+
+- create: N divided by the time from the first of the N POSTs (48 in flight) to the last answer.
+- op live: from just before the Popen to the first 200 from the operator's ``/healthz`` (polled
+  every 0.2 s).
+- all Ready: from just before the Popen to the latest "seen Ready" of the N SecretSyncs and the
+  mid-storm one.
+- new mid-storm / new idle / new after restart: from just before the POST that creates it to its
+  "seen Ready". Mid-storm is POSTed as soon as the operator is live ("at +x s" after the Popen),
+  idle 1 s after all were Ready, after-restart as soon as the restarted operator is live.
+- restart cycle: from just before the restarted operator's Popen to the first poll of its
+  ``/metrics`` (every 0.5 s, so 0.5 s resolution) where ``secretferry_syncs_total`` >= N + 3.
+- lists/logins start and restart: the dev server's counters, reset just before the Popen, read when
+  all are seen Ready (start) and at the end of the restart cycle.
+- lists/cycle: list calls over a ``--window`` s window that opens once the periodic operator has
+  settled, divided by the cycles in it (its reconciles / (N + 3)).
+- RSS / peak and op CPU start: VmRSS / VmHWM and utime + stime of the operator process, read once
+  all are seen Ready; RSS after restart at the end of the restart cycle.
+- ``--rest`` first Secret: from just before the Popen to the first ADDED event of this process's
+  watch on the managed Secrets (label selector, every namespace). RSS at rest: VmRSS once all N are
+  seen Ready, ``secretferry_syncs_total`` has stopped moving for 3 s, and 5 s more have passed.
 """
 
 from __future__ import annotations
@@ -36,7 +65,9 @@ from _common import (
     SYNCS_PATH,
     Api,
     Env,
+    RunInfo,
     SyncTracker,
+    add_control_plane_option,
     cpu_seconds,
     environment,
     fmt_ms,
@@ -77,14 +108,14 @@ async def settle(op: OperatorProcess, at_least: float, *, limit_s: float, quiet:
     return reached
 
 
-async def run_case(n: int, s: int, args: argparse.Namespace) -> dict[str, Any]:
+async def run_case(n: int, s: int, args: argparse.Namespace, run: RunInfo) -> dict[str, Any]:
     secrets = [
         {"environment": "dev", "path": scope_path(j), "key": f"KEY_{k}", "value": f"value-{j}-{k}"}
         for j in range(s)
         for k in range(args.keys)
     ]
     r: dict[str, Any] = {"N": n, "S": s}
-    with environment(secrets=secrets, keep=args.keep) as env:
+    with environment(secrets=secrets, run=run, keep=args.keep) as env:
         api = Api(env.cp)
         try:
             await _run_case(env, api, n, s, args, r)
@@ -237,7 +268,7 @@ async def _phases(
 REST_QUIET_SECONDS = 5.0
 
 
-async def rest_case(n: int, args: argparse.Namespace) -> dict[str, Any]:
+async def rest_case(n: int, args: argparse.Namespace, run: RunInfo) -> dict[str, Any]:
     """N SecretSyncs (over min(N, 10) scopes) created before the operator starts; the operator's
     time to its first Secret, then its RSS once all are Ready and it has been quiet for a while."""
     s = min(n, 10)
@@ -245,7 +276,7 @@ async def rest_case(n: int, args: argparse.Namespace) -> dict[str, Any]:
         {"environment": "dev", "path": scope_path(j), "key": "KEY", "value": f"v{j}"} for j in range(s)
     ]
     r: dict[str, Any] = {"N": n}
-    with environment(secrets=secrets, keep=args.keep) as env:
+    with environment(secrets=secrets, run=run, keep=args.keep) as env:
         api = Api(env.cp)
         try:
             namespaces = [f"rest-{i}" for i in range(min(args.namespaces, n))]
@@ -301,9 +332,10 @@ async def rest_case(n: int, args: argparse.Namespace) -> dict[str, Any]:
     return r
 
 
-def report_rest(results: list[dict[str, Any]]) -> None:
+def report_rest(results: list[dict[str, Any]], run: RunInfo) -> None:
     sizes = " and ".join(str(r["N"]) for r in results)
     print()
+    print(run.header())
     print(
         f"resident memory at rest with {sizes} SecretSyncs: "
         + ", ".join(f"{r['rss']:.0f} MiB" for r in results)
@@ -314,7 +346,7 @@ def report_rest(results: list[dict[str, Any]]) -> None:
     )
 
 
-def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+def report(results: list[dict[str, Any]], args: argparse.Namespace, run: RunInfo) -> None:
     headers = [
         "N",
         "S",
@@ -359,6 +391,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
             ]
         )
     print()
+    print(run.header())
     print("Issue 4: operator scale (real control plane + dev server + operator process; 2 shared cores)")
     print("targets: 10,000 all Ready < 60 s; new one < 1 s; lists per cycle = S; RSS < 200 MiB")
     print(table(headers, rows))
@@ -381,7 +414,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="100,1000", help="comma-separated N (e.g. 100,1000,10000)")
     p.add_argument("--scopes", default="10,100", help="comma-separated S")
     p.add_argument("--namespaces", type=int, default=10)
@@ -396,9 +429,11 @@ def main() -> None:
         metavar="SIZES",
         help="only RSS at rest and time to the first Secret, for these comma-separated N (e.g. 10,100)",
     )
+    add_control_plane_option(p)
     args = p.parse_args()
+    run = RunInfo(args.control_plane)
     if args.rest:
-        report_rest([asyncio.run(rest_case(int(x), args)) for x in args.rest.split(",") if x])
+        report_rest([asyncio.run(rest_case(int(x), args, run)) for x in args.rest.split(",") if x], run)
         return
     if args.quick:
         args.sizes, args.scopes, args.window = "100", "10", 25.0
@@ -409,8 +444,8 @@ def main() -> None:
         for s in scopes:
             if s > n:
                 continue
-            results.append(asyncio.run(run_case(n, s, args)))
-    report(results, args)
+            results.append(asyncio.run(run_case(n, s, args, run)))
+    report(results, args, run)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,27 @@ service answered in the following ``--window`` seconds; logins during the outage
 tokens per identity at the end; the operator's ``secretferry_logins_total``.
 
 Run: ``.venv/bin/python bench/bench_outage.py [--outage 60 --identities 3 --scopes 12 --syncs 120]``
-(``--quick``: a 20 s outage and a 30 s window; under 2 minutes).
+(``--quick``: a 20 s outage and a 30 s window; under 2 minutes). ``--control-plane production``: the
+binaries' default control-plane settings instead of ``tuned``. The report starts with the machine,
+its load, the commit and the control plane's profile and flags.
+
+Clocks (``time.monotonic()`` in this process). "Back" is, with ``--mode faults``, the moment the
+admin call that clears the faults (``DELETE /_admin/faults``) returned; with ``--mode stop``, the
+moment the restarted dev server first answered ``/_admin/health`` (polled every 50 ms) and its
+start returned. The outage itself lasts ``--outage`` s from the moment the faults were set and
+the open streams dropped (faults) or the process had exited (stop), plus the restart (stop).
+
+- time to converge: from "back" to the first 50 ms poll at which this process's watches see every
+  SecretSync with ``Ready=True`` and every managed Secret holding the expected value (the one
+  written mid-outage with faults; the unchanged one with stop). 50 ms resolution.
+- logins / list calls / streams opened / revocations "in the window": the dev server's counters,
+  reset just before the faults are cleared (faults) or new with the restarted process (stop), read
+  ``--window`` s after "back". Live access tokens per identity: read at that same moment.
+- during the outage: the counters from the moment the outage began to just before "back" (stop:
+  0, nothing was running to count). Not Ready at the end of the outage: counted just before "back".
+- ``secretferry_logins_total``: the operator's counter from just before the outage to the end of
+  the window. Logins before the outage: counted from the dev server's start to 3 s after every
+  SecretSync was first seen Ready with its value.
 """
 
 from __future__ import annotations
@@ -39,7 +59,9 @@ from _common import (
     SYNCS_PATH,
     Api,
     Env,
+    RunInfo,
     SyncTracker,
+    add_control_plane_option,
     decode,
     environment,
     fmt_s,
@@ -133,7 +155,7 @@ async def set_values(env: Env, scopes: int, value: str) -> None:
     await asyncio.to_thread(write)
 
 
-async def run(env: Env, args: argparse.Namespace) -> dict[str, Any]:
+async def measure(env: Env, args: argparse.Namespace) -> dict[str, Any]:
     add_identities(env, args.identities)
     api = Api(env.cp)
     tasks: list[asyncio.Task[None]] = []
@@ -239,9 +261,11 @@ async def run(env: Env, args: argparse.Namespace) -> dict[str, Any]:
         await api.close()
 
 
-def report(r: dict[str, Any], args: argparse.Namespace) -> None:
+def report(r: dict[str, Any], args: argparse.Namespace, run: RunInfo) -> None:
+    print()
+    print(run.header())
     print(
-        f"\n{args.syncs} SecretSyncs, {args.scopes} scopes (half polled every {args.refresh}), "
+        f"{args.syncs} SecretSyncs, {args.scopes} scopes (half polled every {args.refresh}), "
         f"{args.identities} identities; {args.outage:.0f} s outage ({args.mode}"
         f"{', tokens expired' if args.expire_tokens else ''}); window {args.window:.0f} s after it\n"
     )
@@ -262,7 +286,7 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--outage", type=float, default=60.0, help="outage length, seconds")
     p.add_argument("--window", type=float, default=60.0, help="measurement window after the outage, s")
     p.add_argument("--mode", choices=("faults", "stop"), default="faults")
@@ -274,7 +298,9 @@ def main() -> None:
     p.add_argument("--converge-limit", type=float, default=300.0, help="give up waiting after this, s")
     p.add_argument("--quick", action="store_true", help="20 s outage, 30 s window")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs) for inspection")
+    add_control_plane_option(p)
     args = p.parse_args()
+    run = RunInfo(args.control_plane)
     if args.quick:
         args.outage, args.window = 20.0, 30.0
     if not 1 <= args.identities <= args.scopes <= args.syncs:
@@ -282,9 +308,9 @@ def main() -> None:
     secrets = [
         {"environment": "dev", "path": scope_path(j), "key": KEY, "value": "v0"} for j in range(args.scopes)
     ]
-    with environment(secrets=secrets, keep=args.keep) as env:
-        result = asyncio.run(run(env, args))
-    report(result, args)
+    with environment(secrets=secrets, run=run, keep=args.keep) as env:
+        result = asyncio.run(measure(env, args))
+    report(result, args, run)
 
 
 if __name__ == "__main__":

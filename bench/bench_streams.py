@@ -24,7 +24,29 @@ Targets (streaming): p50 < 100 ms, p99 < 1 s, open streams <= 5.
 
 Run: ``.venv/bin/python bench/bench_streams.py [--event-generation all] [--syncs 1000 --scopes 20
 --changes 200 --poll-changes 40]`` (``--quick``: 200 SecretSyncs, 30 streamed changes, 8 polled ones;
-under 2 minutes per generation; ``--plan-only``: the plan prices alone).
+under 2 minutes per generation; ``--plan-only``: the plan prices alone). ``--control-plane
+production``: the binaries' default control-plane settings instead of ``tuned``. The report starts
+with the machine, its load, the commit and the control plane's profile and flags, then the plans.
+
+Clocks (``time.monotonic()`` in this process). "Seen" is the arrival of the first event of this
+process's LIST+WATCH on the managed Secrets of the namespace (label selector) that carries the new
+value in that Secret; "the admin write" is the dev server's ``PUT /_admin/secrets`` (run in a
+thread), which also emits the change's events:
+
+- one p50 / p95 / p99 / max, exact and recursive: from the admin write *returning* to "seen" for one
+  SecretSync picked at random among the 50 of the changed scope.
+- "from the admin call START": the same, from just before the admin write is sent.
+- all-of-scope: from the admin write returning to the latest "seen" among all 50 Secrets of the
+  scope. The next change is written ``--gap`` s after that.
+- start-up all Ready: from just before the Popen of ``python -m secretferry.cli run`` to the latest
+  arrival of a SecretSync watch event with ``Ready=True`` (first one per SecretSync); all Streaming:
+  from the same point to the first 0.2 s poll at which every SecretSync's ``status.updateMode`` is
+  ``Streaming`` (0.2 s resolution).
+- switch to polling: from the last merge patch (``instantUpdates: false``) answering to the first
+  0.2 s poll at which every SecretSync's ``updateMode`` is ``Polling``.
+- lists, logins, opened: the dev server's counters, reset just before the first change of the run;
+  open streams: its gauge at the end of the run. op CPU: the operator's utime + stime over the run's
+  wall time. The plan table has no clock (pure computation).
 """
 
 from __future__ import annotations
@@ -42,7 +64,9 @@ from _common import (
     SYNCS_PATH,
     Api,
     Env,
+    RunInfo,
     SyncTracker,
+    add_control_plane_option,
     cpu_seconds,
     decode,
     environment,
@@ -260,7 +284,7 @@ async def run_changes(
     }
 
 
-async def main_async(args: argparse.Namespace, generation: str) -> list[dict[str, Any]]:
+async def main_async(args: argparse.Namespace, generation: str, run: RunInfo) -> list[dict[str, Any]]:
     rng = random.Random(args.seed)
     secrets = [
         {"environment": "dev", "path": change_path(j), "key": KEY, "value": "v0"} for j in range(args.scopes)
@@ -273,7 +297,7 @@ async def main_async(args: argparse.Namespace, generation: str) -> list[dict[str
     results: list[dict[str, Any]] = []
     startup: dict[str, Any] = {}
     devserver_args = ["--event-generation", generation]
-    with environment(secrets=secrets, devserver_args=devserver_args, keep=args.keep) as env:
+    with environment(secrets=secrets, run=run, devserver_args=devserver_args, keep=args.keep) as env:
         api = Api(env.cp)
         tasks: list[asyncio.Task[None]] = []
         try:
@@ -431,7 +455,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--syncs", type=int, default=1000)
     p.add_argument("--scopes", type=int, default=20)
     p.add_argument("--changes", type=int, default=200, help="streamed changes")
@@ -444,23 +468,25 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="200 SecretSyncs, 30 + 8 changes (< 2 min)")
     p.add_argument("--event-generation", choices=[*GENERATIONS, "all"], default="newest")
     p.add_argument("--plan-only", action="store_true", help="print the plan prices and stop")
+    add_control_plane_option(p)
     args = p.parse_args()
     if args.quick:
         args.syncs, args.changes, args.poll_changes, args.change_timeout = 200, 30, 8, 15.0
     args.generations = list(GENERATIONS) if args.event_generation == "all" else [args.event_generation]
-    print("Registration plans per (identity, project); half the scopes recursive (except with 2 scopes)")
-    print(
-        table(
-            ["SecretSyncs", "scopes", "envs", "plan", "streams", "register items", "polling", "folders sent"],
-            plan_prices(),
-        )
+    run = RunInfo(None if args.plan_only else args.control_plane)
+    plans = table(
+        ["SecretSyncs", "scopes", "envs", "plan", "streams", "register items", "polling", "folders sent"],
+        plan_prices(),
     )
-    if args.plan_only:
-        return
     results: list[dict[str, Any]] = []
-    for generation in args.generations:
-        results += asyncio.run(main_async(args, generation))
-    report(results, args)
+    if not args.plan_only:
+        for generation in args.generations:
+            results += asyncio.run(main_async(args, generation, run))
+    print(run.header())
+    print("Registration plans per (identity, project); half the scopes recursive (except with 2 scopes)")
+    print(plans)
+    if results:
+        report(results, args)
 
 
 if __name__ == "__main__":

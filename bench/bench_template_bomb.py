@@ -17,7 +17,23 @@ edit every bomb before each change: the worst case, a full CPU budget burnt per 
 Throughout, /healthz is probed every 0.2 s with the kubelet's default 1 s timeout.
 
 Run: ``.venv/bin/python bench/bench_template_bomb.py [--changes 40 --bombs 1]``
-(``--quick``: 15 changes per phase; about a minute).
+(``--quick``: 15 changes per phase; about a minute). ``--control-plane production``: the binaries'
+default control-plane settings instead of ``tuned``. The report starts with the machine, its load,
+the commit and the control plane's profile and flags.
+
+Clocks (``time.monotonic()`` in this process), per phase:
+
+- p50 / p95 / max per canary: from the admin write of the new value (the dev server's
+  ``PUT /_admin/secrets``, run in a thread) *returning* to the arrival of the first event of this
+  process's LIST+WATCH on the managed Secrets of ``bench-canary`` whose Secret holds the new value
+  (``VALUE`` for ``plain``, ``value.txt`` for ``templated``); both canaries from the same write. In
+  the third phase the bomb edits are sent and answered before the write, outside the clock. The
+  next change is written ``--gap`` s after both canaries were seen.
+- /healthz failed / slowest probe: one probe 0.2 s after the previous one ended, each with a 1 s
+  timeout; a failure is an error, a status other than 200 or no answer within 1 s; the slowest is
+  the longest from sending a probe to its outcome, over the phase.
+- op CPU: the operator process's utime + stime over the phase's wall time; worker CPU: the CPU
+  seconds of its children (the template workers: reaped ones and live ones) over the phase.
 """
 
 from __future__ import annotations
@@ -37,7 +53,9 @@ from _common import (
     PROJECT_ID,
     SYNCS_PATH,
     Api,
+    RunInfo,
     SyncTracker,
+    add_control_plane_option,
     cpu_seconds,
     decode,
     environment,
@@ -176,11 +194,11 @@ async def phase(
     }
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def main_async(args: argparse.Namespace, run: RunInfo) -> None:
     secrets = [{"environment": "dev", "path": PATH, "key": KEY, "value": "v0"}]
     results: list[dict[str, Any]] = []
     bomb_status: dict[str, str] = {}
-    with environment(secrets=secrets, keep=args.keep) as env:
+    with environment(secrets=secrets, run=run, keep=args.keep) as env:
         api = Api(env.cp)
         tasks: list[asyncio.Task[None]] = []
         try:
@@ -237,10 +255,12 @@ async def main_async(args: argparse.Namespace) -> None:
             for task in tasks:
                 task.cancel()
             await api.close()
-    report(results, bomb_status, args)
+    report(results, bomb_status, args, run)
 
 
-def report(results: list[dict[str, Any]], bomb_status: dict[str, str], args: argparse.Namespace) -> None:
+def report(
+    results: list[dict[str, Any]], bomb_status: dict[str, str], args: argparse.Namespace, run: RunInfo
+) -> None:
     headers = [
         "phase",
         "canary",
@@ -273,6 +293,7 @@ def report(results: list[dict[str, Any]], bomb_status: dict[str, str], args: arg
                 ]
             )
     print()
+    print(run.header())
     print(
         f"Issue 12 item 4: canary change -> Secret, {args.changes} changes per phase, {args.bombs} bomb(s)"
         " of each kind reading the canary's scope (2 shared cores)"
@@ -283,7 +304,7 @@ def report(results: list[dict[str, Any]], bomb_status: dict[str, str], args: arg
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--changes", type=int, default=40)
     p.add_argument("--bombs", type=int, default=1, help="SecretSyncs of each bomb kind")
     p.add_argument("--kinds", default=",".join(BOMBS), help=f"bomb kinds, of {', '.join(BOMBS)}")
@@ -297,10 +318,11 @@ def main() -> None:
     p.add_argument("--change-timeout", type=float, default=30.0)
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     p.add_argument("--quick", action="store_true", help="15 changes per phase")
+    add_control_plane_option(p)
     args = p.parse_args()
     if args.quick:
         args.changes = 15
-    asyncio.run(main_async(args))
+    asyncio.run(main_async(args, RunInfo(args.control_plane)))
 
 
 if __name__ == "__main__":
