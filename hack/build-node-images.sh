@@ -39,6 +39,8 @@ REPO="$(cd "$(dirname "$SELF")/.." && pwd)"
 CACHE_ROOT="${SECRETFERRY_CACHE:-$HOME/.cache/secretferry}"
 IMG="$CACHE_ROOT/images"
 BUILDAH_ROOT="$CACHE_ROOT/buildah/storage"
+# shellcheck source=hack/lib/oci.sh
+source "$REPO/hack/lib/oci.sh"   # oci_set_ref_name, oci_tar
 
 say() { printf '[images] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -72,20 +74,6 @@ prune() {
   done < <(ls -1t "$IMG/$name"-*.tar 2>/dev/null)
 }
 
-# set_ref_name LAYOUT_DIR REF: ctr import names the image after this annotation.
-set_ref_name() {
-  python3 - "$1/index.json" "$2" <<'PY'
-import json, sys
-path, ref = sys.argv[1], sys.argv[2]
-with open(path) as f:
-    index = json.load(f)
-assert len(index["manifests"]) == 1, index
-index["manifests"][0].setdefault("annotations", {})["org.opencontainers.image.ref.name"] = ref
-with open(path, "w") as f:
-    json.dump(index, f, separators=(",", ":"))
-PY
-}
-
 # pack_rootfs ROOTFS REF OUT [umoci config options...]: one-layer OCI archive with umoci.
 pack_rootfs() {
   local rootfs="$1" ref="$2" out="$3"; shift 3
@@ -99,9 +87,9 @@ pack_rootfs() {
   umoci config --image "$work/oci:img" --created "$epoch" --no-history \
     --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
   umoci gc --layout "$work/oci"
-  set_ref_name "$work/oci" "$ref"
+  oci_set_ref_name "$work/oci" "$ref"
   local tmp; tmp=$(mktemp "$IMG/.$(basename "$out").XXXXXX"); CLEANUP+=("$tmp")
-  tar -C "$work/oci" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$tmp" .
+  oci_tar "$work/oci" "$tmp"
   chmod 644 "$tmp" && mv -f "$tmp" "$out"
   rm -rf --one-file-system "$work"
 }

@@ -20,6 +20,8 @@
 # image.repository), SECRETFERRY_CACHE (as in build-node-images.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=hack/lib/oci.sh
+source hack/lib/oci.sh   # oci_set_ref_name, oci_tar
 
 PY=.venv/bin/python
 DIST=dist
@@ -95,18 +97,8 @@ else
     work=$(mktemp -d) && chmod 755 "$work"
     trap 'rm -rf "$work"' EXIT
     tar -C "$work" -xf "$archive"
-    "$PY" - "$work/index.json" "$IMAGE_REPO:$version" <<'PY'
-import json, sys
-path, ref = sys.argv[1], sys.argv[2]
-with open(path) as f:
-    index = json.load(f)
-assert len(index["manifests"]) == 1, index
-index["manifests"][0].setdefault("annotations", {})["org.opencontainers.image.ref.name"] = ref
-with open(path, "w") as f:
-    json.dump(index, f, separators=(",", ":"))
-PY
-    tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
-      -cf "$DIST/secretferry-image-$version.oci.tar" .
+    oci_set_ref_name "$work" "$IMAGE_REPO:$version" "$PY"
+    oci_tar "$work" "$DIST/secretferry-image-$version.oci.tar"
     image_note="$IMAGE_REPO:$version"
   elif [ "$(id -u)" != 0 ] || ! command -v buildah >/dev/null; then
     # Not this script's failure: the machine cannot build images (see `make node-deps`).

@@ -35,15 +35,10 @@ UNSUPPORTED_AUTH: Final = {
     "ldapAuth": "LDAP auth has no equivalent",
 }
 USE_INSTEAD: Final = "; give the machine identity universal or Kubernetes auth at the service, and use that"
-_V1ALPHA1_FIELDS: Final = {
-    "serviceToken": "service_token",
-    "serviceAccount": "service_account",
-    "awsIamAuth": "aws_iam_auth",
-    "azureAuth": "azure_auth",
-    "gcpIdTokenAuth": "gcp_id_token_auth",
-    "gcpIamAuth": "gcp_iam_auth",
-    "ldapAuth": "ldap_auth",
-}
+# The attribute of infisical.Authentication behind each name in UNSUPPORTED_AUTH (in its order), taken
+# from the model's own aliases so the two cannot drift; a name the model lacks fails at import.
+_ATTRIBUTE_BY_ALIAS: Final = {f.alias: name for name, f in infisical.Authentication.model_fields.items()}
+_V1ALPHA1_FIELDS: Final = {alias: _ATTRIBUTE_BY_ALIAS[alias] for alias in UNSUPPORTED_AUTH}
 
 
 @dataclass(frozen=True)

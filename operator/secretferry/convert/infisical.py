@@ -112,9 +112,9 @@ class Template(_Infisical):
     """v1beta1 only."""
 
 
-class ManagedSecret(_Infisical):
-    secret_name: str = ""
-    secret_namespace: str = ""
+class ManagedSecret(SecretRef):
+    """v1alpha1: the Secret named, and how to write it."""
+
     secret_type: str = "Opaque"
     creation_policy: str = "Orphan"
     template: Template | None = None
@@ -177,9 +177,9 @@ class Source(_Infisical):
     recursive: bool = False
 
 
-class Target(_Infisical):
-    name: str = ""
-    namespace: str = ""
+class Target(NamespacedName):
+    """v1beta1: the Secret or ConfigMap named, and how to write it."""
+
     kind: str = "Secret"
     secret_type: str = ""
     creation_policy: str = ""

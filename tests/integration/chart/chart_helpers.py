@@ -8,7 +8,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "secretferry"
-CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+CI = CHART / "ci"
+CI_VALUES = sorted(CI.glob("*-values.yaml"))
 
 Manifest = dict[str, Any]
 Helm = Callable[..., str]
@@ -58,6 +59,47 @@ def one(docs: Sequence[Manifest], kind: str) -> Manifest:
     found = by_kind(docs, kind)
     assert len(found) == 1, f"expected one {kind}, got {len(found)}"
     return found[0]
+
+
+def named(docs: Sequence[Manifest], kind: str, name: str) -> Manifest:
+    found = [d for d in by_kind(docs, kind) if d["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, got {len(found)}"
+    return found[0]
+
+
+def rule_triples(role: Manifest) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) triples of a Role or ClusterRole, for exact comparisons."""
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def operator_container(docs: Sequence[Manifest]) -> dict[str, Any]:
+    """The operator's one container (a second one would change what every env check means)."""
+    containers = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    found: dict[str, Any] = containers[0]
+    return found
+
+
+def operator_env(docs: Sequence[Manifest]) -> dict[str, Any]:
+    """The container's environment: a plain value as its string, otherwise its ``valueFrom``."""
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in operator_container(docs)["env"]}
+
+
+def set_args(set_values: Sequence[str]) -> list[str]:
+    """``--set`` flags for helm, one a value."""
+    return [arg for s in set_values for arg in ("--set", s)]
+
+
+def assert_refused(helm: Helm, set_values: Sequence[str], message: str) -> None:
+    """``helm template`` with these values fails, and its error names ``message``."""
+    out = helm("template", "ci", str(CHART), *set_args(set_values), check=False)
+    assert "Error" in out and message in out, out
 
 
 def operator_harness() -> Any:

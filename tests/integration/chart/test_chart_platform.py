@@ -12,17 +12,22 @@ from typing import Any
 import pytest
 from chart_helpers import (
     CHART,
+    CI,
+    CI_VALUES,
     CLUSTER_RULES,
     KOPF_NAMESPACE_OBSERVER,
     NAMESPACED_RULES,
     Helm,
-    Manifest,
     Render,
+    assert_refused,
     by_kind,
+    named,
     one,
+    operator_env,
+    rule_triples,
+    set_args,
 )
 
-CI = CHART / "ci"
 SERVICE_MONITOR_API = "monitoring.coreos.com/v1/ServiceMonitor"
 PROMETHEUS_RULE_API = "monitoring.coreos.com/v1/PrometheusRule"
 MONITORING_APIS = [SERVICE_MONITOR_API, PROMETHEUS_RULE_API]
@@ -38,32 +43,8 @@ ROLLOUT_RULES = {
 }
 
 
-def _named(docs: list[Manifest], kind: str, name: str) -> Manifest:
-    found = [d for d in by_kind(docs, kind) if d["metadata"]["name"] == name]
-    assert len(found) == 1, f"expected one {kind} {name}, got {len(found)}"
-    return found[0]
-
-
-def _rules(role: Manifest) -> set[tuple[str, str, str]]:
-    return {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
-def _env(docs: list[Manifest]) -> dict[str, Any]:
-    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
-    return {e["name"]: e.get("value") for e in container["env"]}
-
-
 def _notes(helm: Helm, *set_values: str) -> str:
-    args = ["install", "ci", str(CHART), "--dry-run=client", "--namespace", "ops"]
-    for s in set_values:
-        args += ["--set", s]
-    return helm(*args)
+    return helm("install", "ci", str(CHART), "--dry-run=client", "--namespace", "ops", *set_args(set_values))
 
 
 def _exported_metrics() -> dict[str, set[str]]:
@@ -114,9 +95,9 @@ def _balanced(expr: str) -> bool:
 
 def test_aggregated_roles_give_namespaced_kinds_to_the_built_in_roles(render: Render) -> None:
     docs = render()
-    view = _named(docs, "ClusterRole", "ci-secretferry-view")
-    edit = _named(docs, "ClusterRole", "ci-secretferry-edit")
-    admin = _named(docs, "ClusterRole", "ci-secretferry-admin")
+    view = named(docs, "ClusterRole", "ci-secretferry-view")
+    edit = named(docs, "ClusterRole", "ci-secretferry-edit")
+    admin = named(docs, "ClusterRole", "ci-secretferry-admin")
     aggregate = "rbac.authorization.k8s.io/aggregate-to-"
     labels = {
         name: {
@@ -134,14 +115,14 @@ def test_aggregated_roles_give_namespaced_kinds_to_the_built_in_roles(render: Re
     reads = {("secretferry.io", k, v) for k in kinds for v in ("get", "list", "watch")}
     writes = {("secretferry.io", k, v) for k in kinds for v in ("create", "update", "patch", "delete")}
     status_reads = {("secretferry.io", f"{k}/status", "get") for k in kinds}
-    assert _rules(view) == reads | status_reads
-    assert _rules(edit) == reads | writes
-    assert _rules(admin) == _rules(edit)
+    assert rule_triples(view) == reads | status_reads
+    assert rule_triples(edit) == reads | writes
+    assert rule_triples(admin) == rule_triples(edit)
     for role in (view, edit, admin):
-        resources = {res for _, res, _ in _rules(role)}
+        resources = {res for _, res, _ in rule_triples(role)}
         # Cluster-scoped and able to name any host or ServiceAccount: cluster admins only.
         assert not any(res.startswith("clustermachineidentities") for res in resources)
-        assert not any(res.endswith("/status") and verb != "get" for _, res, verb in _rules(role))
+        assert not any(res.endswith("/status") and verb != "get" for _, res, verb in rule_triples(role))
         assert "aggregationRule" not in role
     # Rights for people: nothing binds them to the operator (or to anyone).
     bound = {b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding") + by_kind(docs, "RoleBinding")}
@@ -186,14 +167,15 @@ def test_switches_remove_rules_and_tell_the_operator(
     assert removed and removed <= NAMESPACED_RULES
     docs = render(set_values=set_values)
     assert (
-        _rules(_named(docs, "ClusterRole", "ci-secretferry")) == (NAMESPACED_RULES - removed) | CLUSTER_RULES
+        rule_triples(named(docs, "ClusterRole", "ci-secretferry"))
+        == (NAMESPACED_RULES - removed) | CLUSTER_RULES
     )
-    assert {k: _env(docs)[f"SECRETFERRY_{k}"] for k in env} == env
+    assert {k: operator_env(docs)[f"SECRETFERRY_{k}"] for k in env} == env
     namespaced = render(CI / "namespaced-values.yaml", set_values=set_values)
     for role in by_kind(namespaced, "Role"):
         if role["metadata"]["name"] == "ci-secretferry":
-            assert _rules(role) == NAMESPACED_RULES - removed
-    assert _rules(_named(namespaced, "ClusterRole", "ci-secretferry-cluster")) == (
+            assert rule_triples(role) == NAMESPACED_RULES - removed
+    assert rule_triples(named(namespaced, "ClusterRole", "ci-secretferry-cluster")) == (
         CLUSTER_RULES | KOPF_NAMESPACE_OBSERVER
     )
 
@@ -204,14 +186,14 @@ def test_restricted_ci_values_are_what_the_operator_settings_load(
     from secretferry import settings
 
     docs = render(CI / "restricted-values.yaml")
-    for key, value in _env(docs).items():
+    for key, value in operator_env(docs).items():
         if key.startswith("SECRETFERRY_") and isinstance(value, str):
             monkeypatch.setenv(key, value)
     loaded = settings.load()
     assert loaded.token_requests_enabled is False and loaded.rollouts_enabled is False
-    rules = _rules(_named(docs, "ClusterRole", "ci-secretferry"))
+    rules = rule_triples(named(docs, "ClusterRole", "ci-secretferry"))
     assert not rules & (TOKEN_RULES | ROLLOUT_RULES)
-    assert by_kind(docs, "ClusterRole") == [_named(docs, "ClusterRole", "ci-secretferry")]
+    assert by_kind(docs, "ClusterRole") == [named(docs, "ClusterRole", "ci-secretferry")]
 
 
 def test_switch_notes(helm: Helm) -> None:
@@ -450,16 +432,10 @@ def test_pod_disruption_budget_rule(
     ],
 )
 def test_bad_platform_values_are_refused(helm: Helm, set_values: list[str], message: str) -> None:
-    args = ["template", "ci", str(CHART)]
-    for s in set_values:
-        args += ["--set", s]
-    out = helm(*args, check=False)
-    assert "Error" in out and message in out, out
+    assert_refused(helm, set_values, message)
 
 
-@pytest.mark.parametrize(
-    "values", sorted(CI.glob("*-values.yaml")), ids=lambda p: p.name.removesuffix("-values.yaml")
-)
+@pytest.mark.parametrize("values", CI_VALUES, ids=lambda p: p.name.removesuffix("-values.yaml"))
 def test_every_ci_values_file_renders_with_and_without_monitoring_apis(render: Render, values: Any) -> None:
     for api_versions in ([], MONITORING_APIS):
         docs = render(values, api_versions=api_versions)

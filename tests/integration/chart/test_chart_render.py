@@ -3,39 +3,25 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from chart_helpers import (
     CHART,
+    CI,
     CLUSTER_RULES,
     KOPF_NAMESPACE_OBSERVER,
     NAMESPACED_RULES,
     Helm,
     Manifest,
     Render,
+    assert_refused,
     by_kind,
+    named,
     one,
+    operator_container,
+    operator_env,
+    rule_triples,
 )
-
-CI = CHART / "ci"
-
-
-def _container(docs: list[Manifest]) -> dict[str, Any]:
-    containers = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
-    assert len(containers) == 1
-    container: dict[str, Any] = containers[0]
-    return container
-
-
-def _env(docs: list[Manifest]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in _container(docs)["env"]}
-
-
-def _role(docs: list[Manifest], name: str, kind: str = "Role") -> Manifest:
-    found = [d for d in by_kind(docs, kind) if d["metadata"]["name"] == name]
-    assert len(found) == 1, f"expected one {kind} {name}, got {len(found)}"
-    return found[0]
 
 
 def _operator_cluster_role(docs: list[Manifest]) -> Manifest:
@@ -46,21 +32,10 @@ def _operator_cluster_role(docs: list[Manifest]) -> Manifest:
     return found[0]
 
 
-def _rules(role: Manifest) -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) triples, for exact comparisons."""
-    return {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
 def test_deployment_is_restricted(render: Render) -> None:
     docs = render()
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
-    container = _container(docs)
+    container = operator_container(docs)
     assert container["args"] == ["run"]
     sc = container["securityContext"]
     assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 65532
@@ -78,7 +53,7 @@ def test_deployment_is_restricted(render: Render) -> None:
 
 
 def test_values_map_onto_settings(render: Render) -> None:
-    env = _env(
+    env = operator_env(
         render(
             set_values=[
                 "config.defaultHostAPI=https://secrets.example.com",
@@ -118,7 +93,7 @@ def test_env_is_accepted_by_the_operator_settings(render: Render, monkeypatch: p
     """Every SECRETFERRY_* variable the chart sets exists in Settings and parses."""
     from secretferry import settings
 
-    env = _env(render(CI / "ha-values.yaml"))
+    env = operator_env(render(CI / "ha-values.yaml"))
     known = {f"SECRETFERRY_{name.upper()}" for name in settings.Settings.model_fields}
     ours = {k: v for k, v in env.items() if k.startswith("SECRETFERRY_")}
     assert set(ours) <= known, set(ours) - known
@@ -131,7 +106,7 @@ def test_env_is_accepted_by_the_operator_settings(render: Render, monkeypatch: p
 
 def test_metrics_disabled_sets_port_zero_and_drops_the_service(render: Render) -> None:
     docs = render(CI / "no-crds-values.yaml")
-    assert _env(docs)["SECRETFERRY_METRICS_PORT"] == "0"
+    assert operator_env(docs)["SECRETFERRY_METRICS_PORT"] == "0"
     assert by_kind(docs, "Service") == []
 
 
@@ -148,7 +123,7 @@ def _assert_no_dangerous_grants(rules: set[tuple[str, str, str]]) -> None:
 
 def test_cluster_wide_rbac(render: Render) -> None:
     docs = render()
-    rules = _rules(_operator_cluster_role(docs))
+    rules = rule_triples(_operator_cluster_role(docs))
     assert rules == NAMESPACED_RULES | CLUSTER_RULES
     assert all(r.get("resourceNames") is None for r in _operator_cluster_role(docs)["rules"])
     _assert_no_dangerous_grants(rules)
@@ -160,14 +135,14 @@ def test_cluster_wide_rbac(render: Render) -> None:
 
 
 def test_cluster_wide_rbac_without_argo_rollouts(render: Render) -> None:
-    rules = _rules(_operator_cluster_role(render(set_values=["rbac.argoRollouts=false"])))
+    rules = rule_triples(_operator_cluster_role(render(set_values=["rbac.argoRollouts=false"])))
     assert not any(group == "argoproj.io" for group, _, _ in rules)
     assert ("apps", "deployments", "patch") in rules
 
 
 def test_namespaced_rbac(render: Render) -> None:
     docs = render(CI / "namespaced-values.yaml")
-    cluster_rules = _rules(_operator_cluster_role(docs))
+    cluster_rules = rule_triples(_operator_cluster_role(docs))
     # Nothing namespaced is granted cluster-wide: no Secret, token or workload right outside the
     # served namespaces.
     assert cluster_rules == CLUSTER_RULES | KOPF_NAMESPACE_OBSERVER
@@ -179,7 +154,7 @@ def test_namespaced_rbac(render: Render) -> None:
         ("secretferry-system", "ci-secretferry-hmac-key"),
     }
     for ns in ("secretferry-ci-a", "secretferry-ci-b"):
-        assert _rules(roles[ns, "ci-secretferry"]) == NAMESPACED_RULES
+        assert rule_triples(roles[ns, "ci-secretferry"]) == NAMESPACED_RULES
     # Its own namespace (not served): create Secrets, and read only the HMAC key.
     hmac = roles["secretferry-system", "ci-secretferry-hmac-key"]
     assert [r.get("resourceNames") for r in hmac["rules"]] == [None, ["secretferry-hmac-key"]]
@@ -193,7 +168,7 @@ def test_ha_has_leader_election_and_pdb(render: Render) -> None:
     docs = render(CI / "ha-values.yaml")
     assert one(docs, "Deployment")["spec"]["replicas"] == 3
     assert "strategy" not in one(docs, "Deployment")["spec"]
-    assert _env(docs)["SECRETFERRY_PEERING"] == "ci-secretferry"
+    assert operator_env(docs)["SECRETFERRY_PEERING"] == "ci-secretferry"
     pdb = one(docs, "PodDisruptionBudget")
     assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
     # kopf peering is gone: no kopf.dev CRDs, objects, hooks or rules.
@@ -202,9 +177,9 @@ def test_ha_has_leader_election_and_pdb(render: Render) -> None:
     assert not any(
         "helm.sh/hook" in (d["metadata"].get("annotations") or {}) for d in docs if d["kind"] != "Pod"
     )
-    assert not any(group == "kopf.dev" for group, _, _ in _rules(_operator_cluster_role(docs)))
+    assert not any(group == "kopf.dev" for group, _, _ in rule_triples(_operator_cluster_role(docs)))
     # The Lease Role: in the release namespace, create unrestricted, get/update on the Lease only.
-    role = _role(docs, "ci-secretferry-leader-election")
+    role = named(docs, "Role", "ci-secretferry-leader-election")
     assert role["metadata"]["namespace"] == "secretferry-system"
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
@@ -215,7 +190,7 @@ def test_ha_has_leader_election_and_pdb(render: Render) -> None:
             "verbs": ["get", "update"],
         },
     ]
-    binding = _role(docs, "ci-secretferry-leader-election", kind="RoleBinding")
+    binding = named(docs, "RoleBinding", "ci-secretferry-leader-election")
     assert binding["metadata"]["namespace"] == "secretferry-system"
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -229,49 +204,49 @@ def test_ha_has_leader_election_and_pdb(render: Render) -> None:
 
 def test_lease_name_override(render: Render) -> None:
     docs = render(CI / "ha-values.yaml", set_values=["leaderElection.leaseName=sf-leader"])
-    assert _env(docs)["SECRETFERRY_PEERING"] == "sf-leader"
-    rules = _role(docs, "ci-secretferry-leader-election")["rules"]
+    assert operator_env(docs)["SECRETFERRY_PEERING"] == "sf-leader"
+    rules = named(docs, "Role", "ci-secretferry-leader-election")["rules"]
     assert rules[1]["resourceNames"] == ["sf-leader"]
 
 
 def test_leader_election_with_one_replica(render: Render) -> None:
     """Allowed (a warm standby is not required); the strategy may then roll, the Lease serialises."""
     docs = render(set_values=["leaderElection.enabled=true"])
-    assert _env(docs)["SECRETFERRY_PEERING"] == "ci-secretferry"
+    assert operator_env(docs)["SECRETFERRY_PEERING"] == "ci-secretferry"
     assert "strategy" not in one(docs, "Deployment")["spec"]
     assert by_kind(docs, "PodDisruptionBudget") == []
-    assert _role(docs, "ci-secretferry-leader-election")
+    assert named(docs, "Role", "ci-secretferry-leader-election")
 
 
 def test_namespaced_ha_leases_in_the_release_namespace(render: Render) -> None:
     docs = render(CI / "namespaced-values.yaml", CI / "ha-values.yaml")
     lease_roles = [
-        r for r in by_kind(docs, "Role") if ("coordination.k8s.io", "leases", "update") in _rules(r)
+        r for r in by_kind(docs, "Role") if ("coordination.k8s.io", "leases", "update") in rule_triples(r)
     ]
     assert [(r["metadata"]["namespace"], r["metadata"]["name"]) for r in lease_roles] == [
         ("secretferry-system", "ci-secretferry-leader-election")
     ]
     for role in by_kind(docs, "Role"):
-        assert not any(group == "kopf.dev" for group, _, _ in _rules(role))
+        assert not any(group == "kopf.dev" for group, _, _ in rule_triples(role))
     assert by_kind(docs, "ClusterKopfPeering") == [] and by_kind(docs, "KopfPeering") == []
 
 
 def test_lease_role_even_when_the_release_namespace_is_served(render: Render) -> None:
     """The per-namespace Role has no leases, so the Lease Role is there in that case too."""
     docs = render(CI / "ha-values.yaml", set_values=["scope.namespaces={secretferry-system,other}"])
-    role = _role(docs, "ci-secretferry-leader-election")
+    role = named(docs, "Role", "ci-secretferry-leader-election")
     assert role["metadata"]["namespace"] == "secretferry-system"
     served = [r for r in by_kind(docs, "Role") if r["metadata"]["name"] == "ci-secretferry"]
-    assert served and not any(res == "leases" for r in served for _, res, _ in _rules(r))
+    assert served and not any(res == "leases" for r in served for _, res, _ in rule_triples(r))
 
 
 def test_single_replica_is_standalone(render: Render) -> None:
     docs = render()
     assert one(docs, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
-    assert _env(docs)["SECRETFERRY_PEERING"] == ""
+    assert operator_env(docs)["SECRETFERRY_PEERING"] == ""
     assert by_kind(docs, "PodDisruptionBudget") == []
     assert by_kind(docs, "Role") == [] and by_kind(docs, "RoleBinding") == []
-    assert not any(res == "leases" for _, res, _ in _rules(_operator_cluster_role(docs)))
+    assert not any(res == "leases" for _, res, _ in rule_triples(_operator_cluster_role(docs)))
 
 
 def test_service_monitor(render: Render) -> None:
@@ -304,11 +279,7 @@ def test_metrics_service(render: Render) -> None:
     ],
 )
 def test_bad_values_are_refused(helm: Helm, set_values: list[str], message: str) -> None:
-    args = ["template", "ci", str(CHART)]
-    for s in set_values:
-        args += ["--set", s]
-    out = helm(*args, check=False)
-    assert "Error" in out and message in out, out
+    assert_refused(helm, set_values, message)
 
 
 def test_template_guard_refuses_replicas_without_leader_election(helm: Helm) -> None:

@@ -4,28 +4,13 @@ the connection reports to it. Injected clock and sleep: no real waiting."""
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from clock_fakes import Clock, Top
 
 from secretferry.service import client, errors, health
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Top(random.Random):
-    """Always the top of the range: delays equal the backoff ceiling."""
-
-    def uniform(self, a: float, b: float) -> float:
-        return b
 
 
 class Host:
