@@ -26,6 +26,12 @@ _MULTIPLIER = 2.0
 # Beyond this exponent the ceiling is capped anyway; stops 2**n overflowing after long outages.
 _MAX_EXPONENT = 64
 
+# The longest a server's ``retry-after`` is believed. Real rate limiters and maintenance windows
+# ask for seconds to minutes; a service or proxy that asks for years (broken or hostile) would
+# otherwise park a scope, a stream or a whole host until the process restarts. Past this, the
+# retry comes early and at worst meets one more 429/503, which asks again.
+RETRY_AFTER_MAX_SECONDS = 600.0
+
 FULL_JITTER = 1.0
 EQUAL_JITTER = 0.5
 NO_JITTER = 0.0
@@ -68,12 +74,13 @@ class Backoff:
         return float(min(self.maximum, self.initial * _MULTIPLIER**exponent))
 
     def next_delay(self, retry_after: float | None = None) -> float:
-        """Record one more failure and return seconds to wait; a larger ``retry_after`` wins."""
+        """Record one more failure and return seconds to wait; a larger ``retry_after`` wins, up to
+        ``RETRY_AFTER_MAX_SECONDS``."""
         ceiling = self.ceiling()
         delay = ceiling if self.jitter == 0 else self._rng.uniform(ceiling * (1.0 - self.jitter), ceiling)
         self._failures += 1
         if retry_after is not None and retry_after > delay:
-            delay = retry_after
+            delay = max(delay, min(retry_after, RETRY_AFTER_MAX_SECONDS))
         self.retry_at = self._clock() + delay
         return delay
 

@@ -111,12 +111,14 @@ class Settings(BaseSettings):
     )
     backoff_initial_seconds: float = Field(
         1.0,
+        gt=0,
         description="Seconds before the first retry after a failed fetch, login or stream connection; each"
         " further failure doubles the delay (streams add full jitter), so a failing service is not"
         " hammered.",
     )
     backoff_max_seconds: float = Field(
         300.0,
+        gt=0,
         description="Cap on that doubling retry delay, in seconds (streams cap theirs at 60), so a service"
         " that recovers is used again within this long at the latest; sooner when the operator's probe"
         " of a silent host sees it answer.",
@@ -296,6 +298,14 @@ class Settings(BaseSettings):
                 f"default_host_api {default} is plain http to a host that is not loopback;"
                 " use https, or set SECRETFERRY_ALLOW_INSECURE_HTTP=true"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _backoff_ordered(self) -> Self:
+        """Every retry schedule starts at the initial delay and doubles up to the cap: a cap below
+        the start is no schedule, and would fail each retrying thing when it first fails."""
+        if self.backoff_max_seconds < self.backoff_initial_seconds:
+            raise ValueError("backoff_max_seconds must be at least backoff_initial_seconds")
         return self
 
     @model_validator(mode="after")

@@ -5,23 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from clock_fakes import Clock, Top
 
 from secretferry import backoff
-
-
-class Clock:
-    def __init__(self, now: float = 100.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Top(random.Random):
-    """Always draws the top of the range, so delays equal the ceiling."""
-
-    def uniform(self, a: float, b: float) -> float:
-        return b
 
 
 @pytest.mark.parametrize(
@@ -45,7 +31,7 @@ def test_full_jitter_stays_within_ceiling() -> None:
 
 @pytest.mark.parametrize(
     ("retry_after", "expected"),
-    [(None, 1.0), (0.5, 1.0), (60.0, 60.0), (1000.0, 1000.0)],
+    [(None, 1.0), (0.5, 1.0), (60.0, 60.0), (600.0, 600.0), (1e9, backoff.RETRY_AFTER_MAX_SECONDS)],
 )
 def test_retry_after_wins_when_larger(retry_after: float | None, expected: float) -> None:
     b = backoff.Backoff(1.0, 10.0, rng=Top())
@@ -53,7 +39,7 @@ def test_retry_after_wins_when_larger(retry_after: float | None, expected: float
 
 
 def test_retry_at_ready_and_reset() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     b = backoff.Backoff(2.0, 10.0, clock=clock, rng=Top())
     assert b.ready() and b.retry_at is None
     b.next_delay()

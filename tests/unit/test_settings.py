@@ -3,11 +3,14 @@ rest is exercised by every other test)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pydantic
 import pytest
 
 from secretferry import settings as settings_mod
-from secretferry.reconcile import renderpool
+from secretferry.backoff import Backoff
+from secretferry.reconcile import renderpool, streaming
 
 
 def test_the_deadline_must_be_above_the_cpu_limit() -> None:
@@ -39,3 +42,31 @@ def test_a_description_names_the_unit_of_its_setting(name: str) -> None:
     suffix = next(s for s in UNIT_WORDS if name.endswith(s))
     description = str(settings_mod.Settings.model_fields[name].description)
     assert UNIT_WORDS[suffix] in description.lower(), f"{name}: {description}"
+
+
+@pytest.mark.parametrize(
+    ("env", "complaint"),
+    [
+        ({"backoff_initial_seconds": 0}, "backoff_initial_seconds"),
+        ({"backoff_max_seconds": -1}, "backoff_max_seconds"),
+        ({"backoff_initial_seconds": 120, "backoff_max_seconds": 60}, "at least backoff_initial_seconds"),
+    ],
+)
+def test_a_backoff_that_is_no_schedule_stops_start_up(env: dict[str, float], complaint: str) -> None:
+    with pytest.raises(pydantic.ValidationError, match=complaint):
+        settings_mod.Settings(**env)  # type: ignore[arg-type]
+
+
+def test_a_start_above_the_streams_cap_still_gives_streams_a_schedule() -> None:
+    slow = settings_mod.Settings(backoff_initial_seconds=120, backoff_max_seconds=600)
+    s = streaming.Streaming(
+        settings=slow,
+        identities=SimpleNamespace(),  # type: ignore[arg-type]
+        scopes=SimpleNamespace(),  # type: ignore[arg-type]
+        fetcher=SimpleNamespace(),  # type: ignore[arg-type]
+        queue=SimpleNamespace(),  # type: ignore[arg-type]
+        background=SimpleNamespace(),  # type: ignore[arg-type]
+    )
+    manager = s.manager
+    Backoff(manager._backoff_initial, manager._backoff_max)  # raised before: initial above the cap
+    assert manager._backoff_initial == manager._backoff_max == 60.0

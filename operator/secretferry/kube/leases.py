@@ -217,13 +217,20 @@ class Elector:
         loop = asyncio.get_running_loop()
         now = micro_time(self._wall())
         if self.leading and self._lease is not None:
-            # fast path: the Lease as we last wrote it; a 409 means it changed, so read it first
+            # fast path: the Lease as we last wrote it. Any refusal falls back to reading it first,
+            # as client-go does: a 409 means it changed, a 404 that someone deleted it (then the
+            # slow path creates it again instead of renewing in vain until the deadline).
             try:
                 body = self._claim(self._lease, now)
                 self._observe(body, await self._write("PUT", body), loop)
                 return True
-            except errors.Conflict:
-                pass
+            except errors.KubeError as exc:
+                log.debug(
+                    "leader election: renewing %s/%s in place failed (%s)",
+                    self._namespace,
+                    self._name,
+                    _why(exc),
+                )
         try:
             lease = await self._kube.request("GET", self._path)
         except errors.NotFound:

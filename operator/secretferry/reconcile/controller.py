@@ -165,8 +165,11 @@ class Controller:
         await self.target_intake.ready.wait()
 
     async def stop(self) -> None:
-        await self.background.cancel_all()
+        # Nothing new first (no identity checks, no passes), then what runs: once stop begins, this
+        # replica may have lost its Lease, and every write from here on could race the new leader.
+        self.identity_intake.step_down()
         await self.queue.stop()
+        await self.background.cancel_all()
         await self.streaming.manager.close()
         await self.rollouts.close()
         await self.identities.close()

@@ -52,6 +52,10 @@ class IdentityIntake:
         """This replica leads from now on: identity events reach the SecretSyncs, not just the registry."""
         self.leading = True
 
+    def step_down(self) -> None:
+        """This replica no longer leads: identity events only keep the registry current again."""
+        self.leading = False
+
     async def list_all(self) -> None:
         """Read every identity before the first reconcile. kopf delivers them too, but later: a
         SecretSync reconciled first would report IdentityNotFound, post a Warning and back off.

@@ -141,7 +141,7 @@ def _log_transition(
             "%s is not Ready (%s): %s",
             ident_mod.key_str(entry.key),
             problem.reason,
-            problem.message,
+            problem.message[: problems.NOTE_MAX_CHARS],
             extra=fields,
         )
     elif previous is not None and previous[0] != "True":

@@ -1,7 +1,8 @@
 """Map failures at the boundaries to ``problems.Problem``: a condition reason, a message, a retry.
 
 Retry is decided by the exception class (style.md): the service's own ``retriable`` (only
-``Unavailable`` and its 429 children: the same call may succeed later) says whether to back off;
+``Unavailable``, its 429 children and a malformed answer: the same call may succeed later) says
+whether to back off;
 anything else waits for a change (the pass looks again at the SecretSync's refresh, since the
 service can change its mind without Kubernetes hearing of it). For Kubernetes errors the class
 decides here: RBAC that may be granted or an apiserver that may come back are retried; a conflict
@@ -49,7 +50,10 @@ def _service_reason(exc: service_errors.ServiceError) -> tuple[str, str]:
 def from_kube_error(exc: kube_errors.KubeError, *, what: str) -> problems.Problem:
     if isinstance(exc, kube_errors.Conflict):
         return problems.Problem(
-            reasons.TARGET_CONFLICT, f"{what}: fields are owned by another manager: {exc}"
+            # Server-side apply's field ownership, or a write that lost a race (resourceVersion, the
+            # uid precondition of a replace): the apiserver's own words say which.
+            reasons.TARGET_CONFLICT,
+            f"{what}: conflict with another writer: {exc}",
         )
     if isinstance(exc, kube_errors.Invalid):
         return problems.Problem(reasons.KUBERNETES_ERROR, f"{what}: the apiserver rejected it: {exc}")

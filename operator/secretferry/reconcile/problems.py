@@ -19,6 +19,10 @@ Messages name keys, scopes, objects and request ids; never a value (style.md).
 
 from __future__ import annotations
 
+# How much of a message a log line or an Event note carries: an Event's note holds 1 KiB, and a
+# message can quote third-party text (an admission webhook's refusal) of any length.
+NOTE_MAX_CHARS = 1024
+
 
 class Problem(Exception):
     """A condition reason (``reasons``), a message for the user, and whether to try again."""

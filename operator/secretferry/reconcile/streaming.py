@@ -57,7 +57,8 @@ class Streaming:
             debounce_seconds=settings.event_debounce_seconds,
             watchdog_heartbeats=settings.stream_watchdog_heartbeats,
             retry_after_refusal_seconds=settings.stream_retry_after_refusal_seconds,
-            backoff_initial=settings.backoff_initial_seconds,
+            # Streams cap their own schedule lower; a start above that cap starts at the cap.
+            backoff_initial=min(settings.backoff_initial_seconds, _STREAM_BACKOFF_MAX_SECONDS),
             backoff_max=min(settings.backoff_max_seconds, _STREAM_BACKOFF_MAX_SECONDS),
         )
 

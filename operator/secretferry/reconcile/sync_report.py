@@ -26,7 +26,7 @@ from secretferry.kube import events as kube_events
 from secretferry.kube import status as kube_status
 from secretferry.models import base as models_base
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import conditions, reasons, slim, state
+from secretferry.reconcile import conditions, problems, reasons, slim, state
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import identities as ident_mod
 
@@ -163,7 +163,7 @@ async def _announce(
         deps.kube,
         regarding=regarding(entry),
         reason=reason,
-        note=message[:_NOTE_MAX_CHARS],
+        note=message[: problems.NOTE_MAX_CHARS],
         type="Normal" if ok else "Warning",
         action="Sync",
         reporting_instance=deps.instance,
@@ -172,19 +172,20 @@ async def _announce(
         return
     fields = logfields.sync(entry.key, reason=reason, identity=_identity(entry))
     if ok:
-        log.info("SecretSync %s/%s is Ready again: %s", *entry.key, message[:_NOTE_MAX_CHARS], extra=fields)
+        log.info(
+            "SecretSync %s/%s is Ready again: %s",
+            *entry.key,
+            message[: problems.NOTE_MAX_CHARS],
+            extra=fields,
+        )
     else:
         log.warning(
             "SecretSync %s/%s is not Ready (%s): %s",
             *entry.key,
             reason,
-            message[:_NOTE_MAX_CHARS],
+            message[: problems.NOTE_MAX_CHARS],
             extra=fields,
         )
-
-
-# An Event's note holds 1 KiB; the log line says no more than the Event.
-_NOTE_MAX_CHARS = 1024
 
 
 def _identity(entry: state.SyncEntry) -> str | None:

@@ -156,7 +156,14 @@ class PlanNotSupported(ValidationError):
 
 
 class ProtocolError(ServiceError):
-    """The service answered something we cannot understand (content type, JSON, schema)."""
+    """The service answered something we cannot understand (content type, JSON, schema).
+
+    Retriable: what answers like that is most often not the service at all but a gateway or proxy
+    in front of it (a maintenance page served with 200, a truncated body), which goes away. The
+    caller's backoff bounds what retrying a server that keeps answering nonsense costs.
+    """
+
+    retriable = True
 
 
 def is_retriable(exc: BaseException) -> bool:

@@ -16,6 +16,7 @@ import re
 import urllib.parse
 from typing import Any
 
+from secretferry import backoff
 from secretferry.service import errors, models, validation
 
 # The list endpoints: v4, and v3 "raw" on self-hosted servers older than v4 (service-contract.md).
@@ -132,7 +133,8 @@ def _filters(query: models.ListSecretsQuery) -> list[tuple[str, str]]:
 
 
 def retry_after(header: str | None) -> float | None:
-    """Seconds from a ``retry-after`` header; ``None`` when absent or not a non-negative number."""
+    """Seconds from a ``retry-after`` header, at most ``backoff.RETRY_AFTER_MAX_SECONDS``; ``None``
+    when absent or not a non-negative number."""
     if header is None:
         return None
     try:
@@ -141,7 +143,7 @@ def retry_after(header: str | None) -> float | None:
         return None
     if not math.isfinite(seconds) or seconds < 0:
         return None
-    return seconds
+    return min(seconds, backoff.RETRY_AFTER_MAX_SECONDS)
 
 
 def decode_error_body(content: bytes) -> dict[str, Any]:

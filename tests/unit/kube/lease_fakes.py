@@ -62,7 +62,8 @@ class LeaseStore:
                 raise errors.AlreadyExists(409, "AlreadyExists", f'leases "{NAME}" already exists')
         else:
             assert (method, path) == ("PUT", PATH)
-            assert self.lease is not None
+            if self.lease is None:  # deleted under the holder: the apiserver's answer
+                raise errors.NotFound(404, "NotFound", f'leases "{NAME}" not found')
             if body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
                 raise errors.Conflict(409, "Conflict", "the object has been modified")
         self.version += 1

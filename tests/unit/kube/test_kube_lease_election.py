@@ -39,6 +39,18 @@ async def candidates(store: LeaseStore) -> AsyncIterator[Callable[..., Candidate
         await candidate.crash()
 
 
+async def _leader_and_standby(
+    candidates: Callable[..., Candidate], *, skew_seconds: float = 0.0, then_seconds: float = 30.0
+) -> tuple[Candidate, Candidate]:
+    """``a`` starts alone and leads; a second later ``b`` (clock off by ``skew_seconds``) starts as
+    its standby; both run for ``then_seconds`` more."""
+    a = candidates("a")
+    await asyncio.sleep(1)
+    b = candidates("b", skew_seconds=skew_seconds)
+    await asyncio.sleep(then_seconds)
+    return a, b
+
+
 async def test_the_first_candidate_creates_the_lease_and_renews_it_without_reading(
     store: LeaseStore, candidates: Callable[..., Candidate]
 ) -> None:
@@ -58,11 +70,8 @@ async def test_the_first_candidate_creates_the_lease_and_renews_it_without_readi
 async def test_a_standby_with_a_skewed_clock_does_not_take_over_a_renewing_leader(
     store: LeaseStore, candidates: Callable[..., Candidate], skew_seconds: float
 ) -> None:
-    a = candidates("a")
-    await asyncio.sleep(1)
     # b's clock is an hour off: judged by wall time, a's renewTime would look an hour old (or new)
-    b = candidates("b", skew_seconds=skew_seconds)
-    await asyncio.sleep(300)
+    a, b = await _leader_and_standby(candidates, skew_seconds=skew_seconds, then_seconds=300)
     assert b.started_at is None
     assert a.stopped_at is None
     assert store.spec["holderIdentity"] == "a"
@@ -74,10 +83,7 @@ async def test_a_standby_with_a_skewed_clock_does_not_take_over_a_renewing_leade
 async def test_a_standby_takes_over_a_lease_duration_after_the_last_renewal_on_its_own_clock(
     store: LeaseStore, candidates: Callable[..., Candidate], skew_seconds: float
 ) -> None:
-    a = candidates("a")
-    await asyncio.sleep(1)
-    b = candidates("b", skew_seconds=skew_seconds)
-    await asyncio.sleep(30)
+    a, b = await _leader_and_standby(candidates, skew_seconds=skew_seconds)
     await a.crash()
     last_renewal = store.last_write("a")
     await asyncio.sleep(60)
@@ -124,10 +130,7 @@ async def test_two_candidates_creating_the_lease_one_wins(
 async def test_a_leader_that_cannot_renew_steps_down_before_a_standby_may_take_over(
     store: LeaseStore, candidates: Callable[..., Candidate], failure: str
 ) -> None:
-    a = candidates("a")
-    await asyncio.sleep(1)
-    b = candidates("b")
-    await asyncio.sleep(30)
+    a, b = await _leader_and_standby(candidates)
     a.line.mode = failure  # a is cut off from the apiserver; b still reaches it
     await asyncio.sleep(60)
     last_renewal = store.last_write("a")
@@ -153,13 +156,23 @@ async def test_a_leader_that_sees_another_holder_steps_down_at_once(
     assert store.spec["holderIdentity"] == "z"
 
 
-async def test_a_released_lease_is_taken_at_once(
+async def test_a_leader_whose_lease_is_deleted_creates_it_again_and_keeps_leading(
     store: LeaseStore, candidates: Callable[..., Candidate]
 ) -> None:
     a = candidates("a")
-    await asyncio.sleep(1)
-    b = candidates("b")
+    await asyncio.sleep(10)
+    store.lease = None  # someone deletes the Lease (kubectl delete lease)
     await asyncio.sleep(30)
+    assert a.stopped_at is None and a.elector.leading
+    assert store.spec["holderIdentity"] == "a"
+    recreated = [c for c in store.calls if c.method == "POST" and c.at > 10 and c.status == 200]
+    assert len(recreated) == 1 and recreated[0].at <= 10 + RETRY + 0.1
+
+
+async def test_a_released_lease_is_taken_at_once(
+    store: LeaseStore, candidates: Callable[..., Candidate]
+) -> None:
+    a, b = await _leader_and_standby(candidates)
     await a.crash()  # its work stopped (the shutdown), then:
     assert await a.elector.release()
     released = asyncio.get_running_loop().time()
@@ -172,10 +185,7 @@ async def test_a_released_lease_is_taken_at_once(
 
 
 async def test_only_the_holder_releases(store: LeaseStore, candidates: Callable[..., Candidate]) -> None:
-    a = candidates("a")
-    await asyncio.sleep(1)
-    b = candidates("b")
-    await asyncio.sleep(5)
+    a, b = await _leader_and_standby(candidates, then_seconds=5)
     assert not await b.elector.release()
     assert store.spec["holderIdentity"] == "a"
     assert a.stopped_at is None

@@ -3,6 +3,8 @@ per-object series behind (the intake dropped them; the pass's report would set t
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from prometheus_client import REGISTRY
 from reconcile_fakes import FakeKube
@@ -11,7 +13,7 @@ from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.reconcile import controller as controller_mod
 from secretferry.reconcile import deps as deps_mod
-from secretferry.reconcile import reasons, state, sync
+from secretferry.reconcile import reasons, state, sync, tasks
 
 KEY = ("team-a", "short-lived")
 
@@ -60,3 +62,35 @@ async def test_a_secretsync_still_there_keeps_its_series(
         assert (_series("True"), _series("False")) == (1.0, 0.0)
     finally:
         metrics.forget_sync(KEY)
+
+
+async def test_after_stop_an_identity_event_starts_no_login_and_no_pass() -> None:
+    ctl = _controller()
+    ctl.identity_intake.take_over()
+    ctl.syncs[KEY] = state.SyncEntry(key=KEY, uid="u", generation=1, body={}, status={})
+    checks: list[object] = []
+    ctl.identity_status.spawn_check = lambda entry: checks.append(entry.key)  # type: ignore[method-assign,assignment,return-value]
+    await ctl.stop()
+    body = {
+        "apiVersion": "secretferry.io/v1alpha1",
+        "kind": "MachineIdentity",
+        "metadata": {"name": "mid", "namespace": KEY[0], "uid": "i", "generation": 2},
+        "spec": {},
+    }
+    ctl.identity_event("MachineIdentity", "MODIFIED", body)  # kopf still delivers while shutting down
+    assert checks == []
+    assert ctl.queue.pending == 0
+
+
+async def test_a_task_spawned_after_cancel_all_never_runs() -> None:
+    background = tasks.Tasks()
+    ran: list[str] = []
+
+    async def login() -> None:
+        ran.append("login")
+
+    await background.cancel_all()
+    task = background.spawn_side(login())
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ran == []

@@ -101,3 +101,13 @@ async def test_nothing_is_logged_for_an_identity_in_a_namespace_being_deleted(
     assert (
         entry.reported is not None and entry.reported[1] == reasons.CREDENTIALS_NOT_FOUND
     )  # status still written
+
+
+async def test_a_long_message_is_cut_in_the_log_as_in_an_event(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    status, entry = _world()
+    webhook = "admission webhook denied the request: " + "x" * 5000  # third-party text, any length
+    await status.report(entry, problems.Problem(reasons.KUBERNETES_ERROR, webhook))
+    went = next(r for r in caplog.records if r.name == identity_status.__name__)
+    assert webhook[: problems.NOTE_MAX_CHARS] in went.getMessage()
+    assert "x" * (problems.NOTE_MAX_CHARS + 1) not in went.getMessage()

@@ -19,7 +19,7 @@ from secretferry.service import errors as service_errors
         (service_errors.PermissionDenied("403", status_code=403), reasons.FORBIDDEN, False, None),
         (service_errors.NotFound("404", status_code=404), reasons.SOURCE_NOT_FOUND, False, None),
         (service_errors.ValidationError("400", status_code=400), reasons.SOURCE_NOT_FOUND, False, None),
-        (service_errors.ProtocolError("not json"), reasons.SERVICE_UNAVAILABLE, False, None),
+        (service_errors.ProtocolError("not json"), reasons.SERVICE_UNAVAILABLE, True, None),
     ],
 )
 def test_a_service_error_is_retried_only_when_its_class_says_so(

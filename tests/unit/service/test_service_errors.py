@@ -21,7 +21,7 @@ from secretferry.service import errors
         (errors.Conflict("x"), False),
         (errors.ValidationError("x"), False),
         (errors.PlanNotSupported("x"), False),
-        (errors.ProtocolError("x"), False),
+        (errors.ProtocolError("x"), True),
     ],
 )
 def test_retriable_by_class(exc: errors.ServiceError, retriable: bool) -> None:

@@ -133,7 +133,17 @@ def test_v3_list_params_refuse_personal_overrides_it_cannot_give() -> None:
 
 @pytest.mark.parametrize(
     ("header", "seconds"),
-    [(None, None), ("30", 30.0), (" 1.5 ", 1.5), ("0", 0.0), ("soon", None), ("-3", None), ("nan", None)],
+    [
+        (None, None),
+        ("30", 30.0),
+        (" 1.5 ", 1.5),
+        ("0", 0.0),
+        ("soon", None),
+        ("-3", None),
+        ("nan", None),
+        ("999999999", 600.0),  # a broken or hostile server cannot park a scope for years
+        ("inf", None),
+    ],
 )
 def test_retry_after(header: str | None, seconds: float | None) -> None:
     assert wire.retry_after(header) == seconds
