@@ -36,7 +36,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from secretferry import backoff
+from secretferry import backoff, logfields
 from secretferry.service import client as service_client
 from secretferry.service import credentials, errors, events, health, models, revoker
 
@@ -103,6 +103,8 @@ class AuthSession:
         self._client = client
         self._credentials = credentials
         self._name = name or credentials.kind
+        # Structured log fields: the identity this session logs in as (logfields).
+        self._fields = {logfields.IDENTITY: self._name}
         self._margin = renew_margin_fraction
         self._clock = clock
         self._wall_clock = wall_clock
@@ -176,7 +178,9 @@ class AuthSession:
         It is revoked too: a stream's re-check can fail on a permission while the token lives on.
         """
         if self._current is not None and self._current.value == token:
-            logger.info("access token of %s was rejected; the next call logs in again", self._name)
+            logger.info(
+                "access token of %s was rejected; the next call logs in again", self._name, extra=self._fields
+            )
             self._current = None
             self._relogin_reason = TOKEN_REJECTED
             self._revoke_later(token, why="rejected by the service")
@@ -267,7 +271,10 @@ class AuthSession:
                 return self._install(result, now, max_deadline=current.max_deadline, why="renewed")
             except errors.ServiceError as exc:
                 logger.info(
-                    "renewing the token of %s failed (%s); logging in again", self._name, type(exc).__name__
+                    "renewing the token of %s failed (%s); logging in again",
+                    self._name,
+                    type(exc).__name__,
+                    extra=self._fields,
                 )
                 reason = f"renewal failed ({type(exc).__name__})"
         else:
@@ -281,6 +288,7 @@ class AuthSession:
                     "refreshing the token of %s failed; using the current one, retrying in %.1f s",
                     self._name,
                     delay,
+                    extra=self._fields,
                 )
                 return current
             raise
@@ -306,7 +314,9 @@ class AuthSession:
     async def _renew(self, token: _Token) -> models.LoginResult:
         result = await self._client.renew_token(token.value)
         self.renewals += 1
-        logger.debug("renewed the token of %s (expires in %s s)", self._name, result.expires_in)
+        logger.debug(
+            "renewed the token of %s (expires in %s s)", self._name, result.expires_in, extra=self._fields
+        )
         return result
 
     async def _login(self, reason: str) -> _Token:
@@ -335,6 +345,7 @@ class AuthSession:
                 reason,
                 type(exc).__name__,
                 delay,
+                extra=self._fields,
             )
             raise
         self._login_backoff.reset()
@@ -346,7 +357,9 @@ class AuthSession:
         self._last_login_at = datetime.datetime.fromtimestamp(self._wall_clock(), tz=datetime.UTC)
         max_ttl = result.access_token_max_ttl
         max_deadline = started + max_ttl if max_ttl and max_ttl > 0 else None
-        logger.info("logged in as %s (%s): %s", self._name, self._credentials.kind, reason)
+        logger.info(
+            "logged in as %s (%s): %s", self._name, self._credentials.kind, reason, extra=self._fields
+        )
         return self._install(result, started, max_deadline=max_deadline, why="replaced by a new login")
 
     def _host_back(self, error: errors.ServiceError) -> bool:

@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Callable
 
-from secretferry import backoff
+from secretferry import backoff, logfields
 from secretferry.service import auth, errors, listroutes, models, scopes
 
 logger = logging.getLogger(__name__)
@@ -213,7 +213,13 @@ class ScopeFetcher:
         self.failures[name] += 1
         entry.last_error = exc
         delay = entry.backoff.next_delay(exc.retry_after if isinstance(exc, errors.Unavailable) else None)
-        logger.warning("listing %s failed: %s; retry in %.1f s", scope.describe(), exc, delay)
+        logger.warning(
+            "listing %s failed: %s; retry in %.1f s",
+            scope.describe(),
+            exc,
+            delay,
+            extra={logfields.IDENTITY: scope.identity_key, logfields.SCOPE: scope.describe()},
+        )
         self._notify(scope, name, endpoint)
 
     def _notify(self, scope: scopes.Scope, outcome: str, endpoint: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from secretferry import logfields
 from secretferry.service import client as service_client
 from secretferry.service import errors
 
@@ -27,6 +28,7 @@ class Revoker:
     def __init__(self, client: service_client.ServiceClient, *, name: str) -> None:
         self._client = client
         self._name = name
+        self._fields = {logfields.IDENTITY: name}  # structured log fields (logfields)
         self._pending: set[asyncio.Task[None]] = set()
         self.revoked = 0
         self.failed = 0
@@ -53,7 +55,12 @@ class Revoker:
         for task in late:
             task.cancel()
         if late:
-            logger.info("gave up revoking %d access token(s) of %s at shutdown", len(late), self._name)
+            logger.info(
+                "gave up revoking %d access token(s) of %s at shutdown",
+                len(late),
+                self._name,
+                extra=self._fields,
+            )
 
     async def _revoke(self, token: str, why: str) -> None:
         try:
@@ -62,7 +69,9 @@ class Revoker:
             self.failed += 1
             if isinstance(exc, errors.AuthenticationError | errors.NotFound):
                 # Already dead (expired, or revoked by the service): nothing left to do.
-                logger.debug("an access token of %s was no longer valid (%s)", self._name, why)
+                logger.debug(
+                    "an access token of %s was no longer valid (%s)", self._name, why, extra=self._fields
+                )
                 return
             logger.info(
                 "could not revoke an access token of %s (%s): %s%s",
@@ -70,6 +79,7 @@ class Revoker:
                 why,
                 type(exc).__name__,
                 f" (status {exc.status_code})" if exc.status_code else "",
+                extra=self._fields,
             )
             return
         self.revoked += 1

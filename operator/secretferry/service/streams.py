@@ -41,7 +41,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 
-from secretferry import backoff
+from secretferry import backoff, logfields
 from secretferry.service import errors, events, scopes, streamplan
 
 logger = logging.getLogger(__name__)
@@ -291,7 +291,11 @@ class StreamManager:
                     async with watchdog:
                         message = await anext(iterator)
                 except StopAsyncIteration:
-                    logger.info("the service closed the event stream of project %s", group.project_id)
+                    logger.info(
+                        "the service closed the event stream of project %s",
+                        group.project_id,
+                        extra=_fields(group),
+                    )
                     return
                 except TimeoutError:
                     if not watchdog.expired():
@@ -302,6 +306,7 @@ class StreamManager:
                         "event stream of project %s silent for %.0f s; reconnecting",
                         group.project_id,
                         self._watchdog_seconds,
+                        extra=_fields(group),
                     )
                     return
                 attempt.healthy = True
@@ -325,6 +330,7 @@ class StreamManager:
         name = type(failure).__name__
         self.stats.failures[name] += 1
         project = stream.group.project_id
+        fields = _fields(stream.group)
         if isinstance(failure, errors.PlanNotSupported):
             self._refused(stream, "the service plan does not include event subscriptions")
             return self._retry_after_refusal
@@ -338,27 +344,40 @@ class StreamManager:
             self._set_modes(stream.members, POLLING, "the service refused: too many open event streams")
             delay = retry.next_delay(failure.retry_after)
             logger.warning(
-                "event stream of project %s refused (stream limit); retry in %.0f s", project, delay
+                "event stream of project %s refused (stream limit); retry in %.0f s",
+                project,
+                delay,
+                extra=fields,
             )
             return delay
         if isinstance(failure, errors.AuthenticationError):
             if first_auth_failure:
-                logger.info("event stream of project %s: %s; logging in again", project, name)
+                logger.info("event stream of project %s: %s; logging in again", project, name, extra=fields)
                 retry.reset()
                 return 0.0
             delay = retry.next_delay()
             if not attempt.connected:
                 self._set_modes(stream.members, POLLING, f"cannot authenticate the event stream ({name})")
-            logger.warning("event stream of project %s: %s again; retry in %.1f s", project, name, delay)
+            logger.warning(
+                "event stream of project %s: %s again; retry in %.1f s", project, name, delay, extra=fields
+            )
             return delay
         retry_after = failure.retry_after if isinstance(failure, errors.Unavailable) else None
         delay = retry.next_delay(retry_after)
         if not attempt.connected:
             self._set_modes(stream.members, POLLING, f"event stream unavailable ({name})")
         if isinstance(failure, errors.ServiceError):
-            logger.warning("event stream of project %s failed: %s; retry in %.1f s", project, failure, delay)
+            logger.warning(
+                "event stream of project %s failed: %s; retry in %.1f s",
+                project,
+                failure,
+                delay,
+                extra=fields,
+            )
         else:
-            logger.error("event stream of project %s failed unexpectedly", project, exc_info=failure)
+            logger.error(
+                "event stream of project %s failed unexpectedly", project, exc_info=failure, extra=fields
+            )
         return delay
 
     def _refused(self, stream: _Stream, reason: str) -> None:
@@ -368,6 +387,7 @@ class StreamManager:
             stream.group.project_id,
             reason,
             self._retry_after_refusal,
+            extra=_fields(stream.group),
         )
 
     # --- events and resyncs -----------------------------------------------------------------------------
@@ -437,3 +457,9 @@ class StreamManager:
 def _host_not_answering(failure: BaseException | None) -> bool:
     """Unavailable, but not a refusal with a ``retry-after`` (429) that must be honoured."""
     return isinstance(failure, errors.Unavailable) and not isinstance(failure, errors.RateLimited)
+
+
+def _fields(group: _Group) -> dict[str, str]:
+    """Structured log fields of a stream's lines: its identity, and its project as the scope (a
+    stream serves every scope of one project; logfields)."""
+    return {logfields.IDENTITY: group.identity_key, logfields.SCOPE: group.project_id}

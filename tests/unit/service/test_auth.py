@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from secretferry import logfields
 from secretferry.service import auth, client, errors, events
 
 BASE = "https://service.test"
@@ -473,6 +474,10 @@ async def test_logins_are_reported_with_method_and_result(
         f"logged in as ns/ferry (kubernetes): {auth.FIRST_LOGIN}",
         f"logged in as ns/ferry (kubernetes): {auth.TOKEN_REJECTED}",
     ]
+    # Every line of the session names its identity as a structured field, failures included.
+    lines = [r for r in caplog.records if r.name == auth.__name__]
+    assert lines and all(getattr(r, logfields.IDENTITY, None) == "ns/ferry" for r in lines)
+    assert any(r.levelname == "WARNING" for r in lines)
 
 
 async def test_after_an_outage_one_login_per_identity(

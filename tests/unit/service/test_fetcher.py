@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from secretferry import logfields
 from secretferry.service import auth, client, errors, fetcher, scopes
 
 BASE = "https://service.test"
@@ -175,12 +176,21 @@ async def test_query_comes_from_the_scope(
 
 
 async def test_failure_backs_off_and_keeps_the_good_result(
-    fetch: fetcher.ScopeFetcher, session: auth.AuthSession, service: FakeList, clock: Clock
+    fetch: fetcher.ScopeFetcher,
+    session: auth.AuthSession,
+    service: FakeList,
+    clock: Clock,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     good = await fetch.fetch(SCOPE, session)
     service.failures = [_error(503, "Unavailable")]
     with pytest.raises(errors.Unavailable):
         await fetch.fetch(SCOPE, session)
+    (line,) = [r for r in caplog.records if r.name == fetcher.__name__]
+    assert (getattr(line, logfields.IDENTITY), getattr(line, logfields.SCOPE)) == (
+        SCOPE.identity_key,
+        SCOPE.describe(),
+    )
     assert fetch.cached(SCOPE) is good
     retry_at = fetch.next_attempt_at(SCOPE)
     assert retry_at == clock.now + 1.0

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
 
+from secretferry import logfields
 from secretferry.service import errors, events, scopes, streams
 
 pytestmark = pytest.mark.looptime
@@ -154,10 +155,14 @@ async def test_resync_on_connect_and_reconnect(
 
 
 async def test_watchdog_replaces_a_silent_stream(
-    manager: streams.StreamManager, service: FakeService
+    manager: streams.StreamManager, service: FakeService, caplog: pytest.LogCaptureFixture
 ) -> None:
     await manager.update("id", "p-1", {A})
     await until(lambda: service.attempts == 2)
+    silent = [r for r in caplog.records if "silent" in r.getMessage()]
+    assert silent and all(
+        (getattr(r, logfields.IDENTITY), getattr(r, logfields.SCOPE)) == ("id", "p-1") for r in silent
+    )
     first = service.conns[0]
     assert first.closed_at is not None and first.closed_at - first.opened_at == pytest.approx(0.15)
     assert manager.stats.watchdog_timeouts == 1
