@@ -1,6 +1,6 @@
 """The reference secrets service ("dev server") that tests, benchmarks and the demo run against.
 
-It follows ``service-api.md`` and, where that is silent, ``service-contract.md``, so that the
+It follows ``docs/service-api.md`` and, where that is silent, ``docs/service-contract.md``, so that the
 operator can be exercised end to end without the real service. Layout (one responsibility each):
 
 - ``config``: settings of one server instance; ``cli``: argument parsing and uvicorn start.

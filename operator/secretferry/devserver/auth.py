@@ -17,7 +17,7 @@ from secretferry.devserver.errors import ApiError, NotFound, Unauthorized
 from secretferry.devserver.state import DevState, get_state
 from secretferry.devserver.tokens import TokenInfo, TokenInvalid
 
-# Universal-auth lockout defaults (service-contract.md: 3 failures → locked for 300 s).
+# Universal-auth lockout defaults (docs/service-contract.md: 3 failures → locked for 300 s).
 LOCKOUT_THRESHOLD = 3
 LOCKOUT_DURATION_SECONDS = 300
 LOCKOUT_COUNTER_RESET_SECONDS = 30

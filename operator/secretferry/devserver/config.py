@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# Shapes of the event stream: the three the real service shipped, and service-api.md's own.
+# Shapes of the event stream: the three the real service shipped, and docs/service-api.md's own.
 EventGeneration = Literal["documented", "old", "middle", "newest"]
 
 
@@ -26,7 +26,7 @@ class DevServerConfig:
     """Seed document applied only when the database is fresh."""
     event_generation: EventGeneration = "newest"
     """Which generation of the event stream to speak byte for byte (``generations``): ``newest``
-    (today's real server), ``middle``, ``old``, or ``documented`` (service-api.md)."""
+    (today's real server), ``middle``, ``old``, or ``documented`` (docs/service-api.md)."""
     token_error_status: int = 401
     """Status for an expired/invalid token: 401, or 403 with ``error: TokenError`` (newer servers)."""
     heartbeat_seconds: float = 15.0

@@ -1,7 +1,7 @@
-"""The generations of the project event stream, byte for byte (service-contract.md, "Event stream").
+"""The generations of the project event stream, byte for byte (docs/service-contract.md, "Event stream").
 
 The real service has shipped three shapes of this stream and servers of each are still deployed;
-the seed's service-api.md documents a fourth. A client must survive all of them, so the dev server
+the seed's docs/service-api.md documents a fourth. A client must survive all of them, so the dev server
 speaks whichever one it is started with (``--event-generation``). Everything that differs between
 them lives here so that ``events`` (fan-out) and ``routes_events`` (refusals, timers) stay the same
 for all four:
@@ -153,7 +153,7 @@ class Generation:
 
 
 class Documented(Generation):
-    """service-api.md: ``data:`` only, ``{projectType, data: {eventType, payload}}``."""
+    """docs/service-api.md: ``data:`` only, ``{projectType, data: {eventType, payload}}``."""
 
     name: EventGeneration = "documented"
 

@@ -16,7 +16,7 @@ from secretferry.devserver.errors import NotFound
 from secretferry.devserver.permissions import SECRETS, Permissions
 from secretferry.devserver.store import Environment, Import, Secret, Store
 
-MAX_DEPTH = 20  # service-api.md: recursive listing goes at most 20 folders deep
+MAX_DEPTH = 20  # docs/service-api.md: recursive listing goes at most 20 folders deep
 MAX_IMPORT_DEPTH = 5  # nested imports followed this deep (cycles are cut by a visited set)
 MAX_EXPANSION_DEPTH = 10  # references inside references expanded this deep
 _REFERENCE = re.compile(r"\$\{([^}]+)\}")
@@ -24,7 +24,7 @@ _REFERENCE = re.compile(r"\$\{([^}]+)\}")
 
 @dataclass(frozen=True)
 class ListQuery:
-    """One list request; the defaults are the real v4 route's (not service-api.md's): references
+    """One list request; the defaults are the real v4 route's (not docs/service-api.md's): references
     and imports are off unless asked for."""
 
     project_id: str

@@ -39,7 +39,7 @@ def _list_query(params: QueryParams) -> listing.ListQuery:
     read only as ``include_imports`` (``includeImports`` is an unknown key there, so ignored here);
     more than 10 complete ``metadataFilter`` pairs is a 422; every issue comes back in one 422,
     before the handler's 400 for a missing project id or environment. ``includePersonalOverrides``
-    is documented (service-api.md) but not in every real version: it is held to the same rule.
+    is documented (docs/service-api.md) but not in every real version: it is held to the same rule.
     """
     issues = query.Issues()
     metadata_text = query.text(params, "metadataFilter", issues)

@@ -1,4 +1,4 @@
-"""Request bodies, with the limits service-api.md states (FastAPI turns violations into 422)."""
+"""Request bodies, with the limits docs/service-api.md states (FastAPI turns violations into 422)."""
 
 from __future__ import annotations
 

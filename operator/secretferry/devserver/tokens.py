@@ -1,7 +1,7 @@
 """Access tokens: issue, check (each check is one use), renew, revoke, force-expire.
 
 Tokens live in SQLite so that a restarted dev server still honours them, like the real service.
-Rules (service-contract.md): a token dies at ``renewed_at + ttl``, at ``created_at + max_ttl`` and
+Rules (docs/service-contract.md): a token dies at ``renewed_at + ttl``, at ``created_at + max_ttl`` and
 once ``uses_limit`` uses are spent (0 = unlimited); every authenticated request is a use.
 """
 

@@ -1,7 +1,7 @@
 """Value rules of the real server's request schemas that pydantic's built-in checks do not express.
 
 The real service validates bodies with zod and answers a failure 422 ``ValidationFailure`` with
-zod's issues; the dev server must refuse exactly what it refuses (service-contract.md,
+zod's issues; the dev server must refuse exactly what it refuses (docs/service-contract.md,
 "Strictness ..."). Each rule names its source in the real server (Infisical ``backend/src``):
 
 - ``slug``: ``slugSchema({min: 1, max: 60})`` in ``server/lib/schemas.ts`` and the older inline
@@ -22,7 +22,7 @@ import re
 
 from pydantic_core import PydanticCustomError
 
-SLUG_MAX_LENGTH = 60  # service-api.md, Limits: privilege slugs are 1 to 60 characters
+SLUG_MAX_LENGTH = 60  # docs/service-api.md, Limits: privilege slugs are 1 to 60 characters
 # What ``@sindresorhus/slugify`` leaves unchanged for lowercase input: words of [a-z0-9] joined by
 # single hyphens (it replaces every other character and trims and collapses the separators).
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.ASCII)
@@ -84,7 +84,7 @@ def temporary_range(value: str) -> str:
     millis = duration_ms(value)
     if millis is None or not millis > 0:
         # The newest server's ms wrapper throws (400) for "" and >100 characters; older ones and
-        # service-contract.md say 422, which every other bad range gets everywhere.
+        # docs/service-contract.md say 422, which every other bad range gets everywhere.
         raise PydanticCustomError("custom", "Temporary range must be a positive number")
     return value
 

@@ -1,7 +1,7 @@
 """kopf handlers: start-up and clean-up of the controller, and MachineIdentity intake.
 
 Why so little here: at 10,000 SecretSyncs kopf's per-object change handlers, timers and
-indexes cost minutes (design.md, "Scale decisions"), so SecretSyncs come in through the
+indexes cost minutes (docs/architecture.md, "Scale decisions"), so SecretSyncs come in through the
 controller's own LIST+WATCH. kopf still runs the process: login, liveness, peering for HA, and
 the identities, which are few. ``on.event`` handlers need no finalizers and write nothing back.
 """

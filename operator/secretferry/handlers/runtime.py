@@ -133,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import uvloop
 
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # 10-28 % faster at scale (design.md)
+        # 10-28 % faster at scale (docs/architecture.md)
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:
         pass
     namespaces = cfg.watched_namespaces()

@@ -1,6 +1,6 @@
 """Our own LIST+WATCH: a consistent stream of an object kind's changes, forever.
 
-Why not kopf's intake: see design.md "Scale decisions" — this loop is what makes a new object
+Why not kopf's intake: see docs/architecture.md "Scale decisions" — this loop is what makes a new object
 visible within milliseconds even during a 10,000-object startup storm.
 
 Shape (after kopf's ``watching.py``): :func:`list_pages` and :func:`watch_once` each do one thing

@@ -1,6 +1,6 @@
 """The controller: the composition root that builds the collaborators and wires them together.
 
-Shape (design.md, "Scale decisions"): SecretSyncs arrive through our own LIST+WATCH (not kopf
+Shape (docs/architecture.md, "Scale decisions"): SecretSyncs arrive through our own LIST+WATCH (not kopf
 change handlers), go into one deduplicating work queue with live changes ahead of the resync
 backlog, and are reconciled by a bounded worker pool. Scopes — not SecretSyncs — are what the
 resync loop and the event streams talk about: a due scope or an event marks the scope stale and

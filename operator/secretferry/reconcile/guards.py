@@ -35,7 +35,7 @@ from secretferry.reconcile.desired import DesiredObject, FetchedSource, select_k
 
 Actual = Mapping[str, Any]
 
-# service-api.md: a recursive list goes at most 20 folders deep and says nothing when it stops.
+# docs/service-api.md: a recursive list goes at most 20 folders deep and says nothing when it stops.
 MAX_LIST_DEPTH: Final = 20
 PROTECTED_SECRET_TYPES: Final = frozenset(secretsync.FORBIDDEN_SECRET_TYPES)
 # Helm's Secret storage names every release record so (sh.helm.release.v1.<release>.v<revision>).

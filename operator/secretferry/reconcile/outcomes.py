@@ -1,6 +1,6 @@
 """Map failures at the boundaries to ``problems.Problem``: a condition reason, a message, a retry.
 
-Retry is decided by the exception class (style.md): the service's own ``retriable`` (only
+Retry is decided by the exception class: the service's own ``retriable`` (only
 ``Unavailable``, its 429 children and a malformed answer: the same call may succeed later) says
 whether to back off;
 anything else waits for a change (the pass looks again at the SecretSync's refresh, since the

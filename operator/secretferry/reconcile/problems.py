@@ -14,7 +14,7 @@ rendering) or made from a service/Kubernetes error (``outcomes``), and read in o
 Why one type: four ad-hoc (reason, message) shapes used to exist side by side, and each place that
 read them decided retries its own way.
 
-Messages name keys, scopes, objects and request ids; never a value (style.md).
+Messages name keys, scopes, objects and request ids; never a value.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Our own work queue for SecretSync reconciles.
 
 Why not kopf's per-object handlers: at 10,000 objects they cost a finalizer patch, several tasks
-and a timer per object, and a new object waits behind the whole start-up storm (design.md,
+and a timer per object, and a new object waits behind the whole start-up storm (docs/architecture.md,
 "Scale decisions"). This queue is one set of keys with two priorities:
 
 * ``live`` — a user created/edited a SecretSync, a managed Secret drifted, an event arrived;

@@ -1,6 +1,6 @@
 """SecretSyncs in: our own LIST+WATCH (not kopf's change handlers) into the work queue.
 
-Why not kopf: at 10,000 SecretSyncs its per-object handlers cost minutes (design.md, "Scale
+Why not kopf: at 10,000 SecretSyncs its per-object handlers cost minutes (docs/architecture.md, "Scale
 decisions"). What arrives is kept slim (slim.py) in ``syncs``; a change queues the SecretSync,
 live work ahead of the backlog; a status-only change (our own patch echoing back) queues nothing
 unless the force-sync annotation moved; a deletion lets go of its scopes and targets.

@@ -1,4 +1,4 @@
-"""Typed async client for the whole secrets-service API (service-api.md + service-contract.md).
+"""Typed async client for the whole secrets-service API (docs/service-api.md + docs/service-contract.md).
 
 One ``ServiceClient`` owns one connection pool; ``with_token`` gives views that share it, one per
 access token (auth sessions hold the tokens; this module only sends them). Every method validates
@@ -64,7 +64,7 @@ class ServiceClient(privileges.PrivilegeEndpoints, admin.AdminEndpoints, secrets
     ``aclose``) and ``host_health``.
     """
 
-    # --- authentication (service-contract.md) --------------------------------------------------------
+    # --- authentication (docs/service-contract.md) --------------------------------------------------------
 
     async def login_kubernetes(
         self, *, identity_id: str, jwt: str, organization_slug: str | None = None

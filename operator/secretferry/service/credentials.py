@@ -1,6 +1,6 @@
 """How a machine identity logs in: the credentials an ``auth.AuthSession`` logs in with.
 
-One class per login method of service-contract.md. Kubernetes auth mints a NEW ServiceAccount
+One class per login method of docs/service-contract.md. Kubernetes auth mints a NEW ServiceAccount
 token for every login (``mint_jwt``); replaying the token of an earlier login fails once it
 expires, the known failure of existing operators. Secrets stay out of every ``repr``.
 """

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-# When the service answers 429 without a usable ``retry-after`` header (service-contract.md):
+# When the service answers 429 without a usable ``retry-after`` header (docs/service-contract.md):
 # its rate-limit windows are one minute long.
 DEFAULT_RATE_LIMIT_RETRY_AFTER_SECONDS = 60.0
 

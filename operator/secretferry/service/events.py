@@ -9,7 +9,7 @@ httpx-sse's ``aiter_sse`` yields only complete events (comments dropped, the bar
 completes one), so it would starve the watchdog; that is why it is not a dependency.
 
 The real service has shipped three generations of this stream, and the seed documents a fourth
-shape (service-contract.md, "Event stream"); all are understood here:
+shape (docs/service-contract.md, "Event stream"); all are understood here:
 
 - documented: no ``event:`` line, data ``{"projectType": "secret-manager", "data": {"eventType",
   "payload"}}``;

@@ -22,7 +22,7 @@ a server without it answers 404, which is an answer too) with backoff, so a reco
 noticed within seconds even when every scope's own retry is minutes away.
 
 A 429 is an answer, but its ``retry-after`` holds for the whole host (the hosted service limits per
-client IP, service-contract.md): ``not_before`` keeps the latest, and nothing woken here retries
+client IP, docs/service-contract.md): ``not_before`` keeps the latest, and nothing woken here retries
 before it.
 """
 

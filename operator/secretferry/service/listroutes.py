@@ -2,7 +2,7 @@
 
 Why per host, and remembered: a server has the v4 list or it does not, for every identity and
 every scope on it. Asking v4 first on every call would double the calls (and the per-IP read
-budget, service-contract.md) against an old server; so the first answer that proves the route
+budget, docs/service-contract.md) against an old server; so the first answer that proves the route
 missing switches that host to ``GET /api/v3/secrets/raw`` for as long as the operator runs, and
 says so once in the log. Every identity on the host lists through v3 from then on.
 

@@ -1,4 +1,4 @@
-"""Typed resources of the secrets-service API (see service-api.md).
+"""Typed resources of the secrets-service API (see docs/service-api.md).
 
 Attributes are snake_case; the wire names (camelCase, and a few oddities such as ``_id`` or
 ``accessTokenTTL``) are aliases. The API reference does not say which response fields are always
@@ -124,7 +124,7 @@ class MetadataFilter(ApiModel):
 class ListSecretsQuery(ApiModel):
     """Everything that selects a list of secrets (one "scope"); frozen and hashable.
 
-    Defaults follow service-api.md; the client sends every boolean explicitly because the real
+    Defaults follow docs/service-api.md; the client sends every boolean explicitly because the real
     service's defaults differ.
     """
 

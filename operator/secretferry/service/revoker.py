@@ -2,7 +2,7 @@
 
 Why: a token that was replaced (re-login, a renewal that returned a new one, an identity changed or
 removed, the operator stopping) still works at the service until its TTL ends — 30 days by
-default (service-contract.md). Left alone, they pile up (82 live tokens for one identity were seen
+default (docs/service-contract.md). Left alone, they pile up (82 live tokens for one identity were seen
 after an outage). Why in the background: revoking is hygiene, never a reason to delay a sync, so
 no caller awaits it; only shutdown waits for what is pending, for a bounded time.
 

@@ -1,6 +1,6 @@
 """Which event streams to open for one (identity, project), and which scopes an event nudges (pure).
 
-The service's limits shape everything here (service-contract.md): a stream carries 1 to 10
+The service's limits shape everything here (docs/service-contract.md): a stream carries 1 to 10
 ``register`` items, each item is ONE event kind with an (environment, path) condition, and at
 most 5 streams may be open per (project, identity).
 
@@ -49,7 +49,7 @@ DEFAULT_EVENTS = (
     stream_events.SECRET_DELETE,
     stream_events.SECRET_IMPORT_MUTATION,
 )
-# service-contract.md: ``register`` has 1 to 10 items; more than 5 open streams per (project,
+# docs/service-contract.md: ``register`` has 1 to 10 items; more than 5 open streams per (project,
 # identity) are refused with 429.
 MAX_REGISTRATIONS = 10
 MAX_STREAMS = 5

@@ -1,5 +1,5 @@
-"""Input checks run before a request is sent (limits from service-api.md, rules of the real server
-from service-contract.md and the real request schemas).
+"""Input checks run before a request is sent (limits from docs/service-api.md, rules of the real server
+from docs/service-contract.md and the real request schemas).
 
 A call that the service would refuse, or would silently read otherwise, fails here without a round
 trip, as ``errors.ValidationError`` whose ``field`` is the field's wire name (``identityId``,
@@ -15,7 +15,7 @@ from typing import Any
 
 from secretferry.service import errors, models
 
-# service-api.md, Limits: privilege slugs are 1 to 60 characters long.
+# docs/service-api.md, Limits: privilege slugs are 1 to 60 characters long.
 SLUG_MAX_LENGTH = 60
 # The real slug rule (``slugSchema`` and the privilege routers): lowercase words of ASCII letters and
 # digits joined by single hyphens. The server trims (and newer versions lowercase) before checking,
@@ -28,7 +28,7 @@ TEMPORARY_MODES = ("relative",)
 # zod's ``datetime()`` (what the v2 ``type`` takes as a start time): UTC with "Z", seconds required.
 _ZOD_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?Z", re.ASCII)
 
-# service-api.md, event subscription: ``register`` carries 1 to 10 items.
+# docs/service-api.md, event subscription: ``register`` carries 1 to 10 items.
 MAX_EVENT_REGISTRATIONS = 10
 MAX_METADATA_FILTERS = 10
 

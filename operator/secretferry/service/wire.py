@@ -19,7 +19,7 @@ from typing import Any
 from secretferry import backoff
 from secretferry.service import errors, models, validation
 
-# The list endpoints: v4, and v3 "raw" on self-hosted servers older than v4 (service-contract.md).
+# The list endpoints: v4, and v3 "raw" on self-hosted servers older than v4 (docs/service-contract.md).
 LIST_PATH_V4 = "/api/v4/secrets"
 LIST_PATH_V3 = "/api/v3/secrets/raw"
 
@@ -29,9 +29,9 @@ _MAX_SERVICE_TEXT_LENGTH = 200
 # Request ids are short opaque tokens; anything else is not shown.
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
-# service-contract.md: an expired token is answered 401, or 403 with this error name.
+# docs/service-contract.md: an expired token is answered 401, or 403 with this error name.
 _TOKEN_ERROR = "TokenError"
-# service-contract.md, "Errors": the service's own 404 (a project, folder or secret that does not
+# docs/service-contract.md, "Errors": the service's own 404 (a project, folder or secret that does not
 # exist) names its error class; a route the server does not have is answered by the web framework
 # (Fastify) with the reason phrase and "Route GET:/api/v4/secrets?… not found", and no reqId.
 _SERVICE_NOT_FOUND = "NotFound"

@@ -495,7 +495,7 @@ def test_server_enforces_limits(
 
 
 def test_server_refuses_bad_temporary_range(server: DevServer) -> None:
-    """zod's refine ``ms(val) > 0`` fails: 422 (service-contract.md, "Strictness")."""
+    """zod's refine ``ms(val) > 0`` fails: 422 (docs/service-contract.md, "Strictness")."""
     response = _raw(
         server,
         "POST",

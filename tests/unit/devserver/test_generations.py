@@ -1,6 +1,6 @@
 """Each event-stream generation byte for byte, its path filter and its register schema (pure).
 
-The expected bytes are written out in full on purpose: they are the contract (service-contract.md,
+The expected bytes are written out in full on purpose: they are the contract (docs/service-contract.md,
 "Event stream"), so a change to them must show up here as a changed literal.
 """
 

@@ -1,4 +1,4 @@
-"""GET /api/v4/secrets refuses what the real v4 route refuses (service-contract.md, "Strictness").
+"""GET /api/v4/secrets refuses what the real v4 route refuses (docs/service-contract.md, "Strictness").
 
 Each test fails if its rule is removed: lenient booleans, the imports spelling, the real defaults,
 the metadataFilter reading and limit, the order of 422 before 400, repeated keys.

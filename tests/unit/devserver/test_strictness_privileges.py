@@ -1,4 +1,4 @@
-"""Identity privilege routes refuse what the real routers refuse (service-contract.md, "Strictness").
+"""Identity privilege routes refuse what the real routers refuse (docs/service-contract.md, "Strictness").
 
 Slugs, permission names and shapes, the "permissions or privilegePermission" rule, temporary
 windows, and the identity permissions each route needs; each test fails if its rule is removed.

@@ -1,5 +1,5 @@
 """Writes and import moves are taken as the real server takes them: no defaults it lacks, no
-lenient types, no clamping (service-contract.md, "Strictness")."""
+lenient types, no clamping (docs/service-contract.md, "Strictness")."""
 
 from __future__ import annotations
 
