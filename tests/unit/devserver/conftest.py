@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import inloop
 import pytest
+from clock_fakes import Clock
 from devserver_fixtures import ADMIN_API, ADMIN_API_TOKEN, SEED, T0
 from fastapi import FastAPI
 
@@ -17,21 +18,13 @@ from secretferry.devserver.app import create_app
 from secretferry.devserver.config import DevServerConfig
 
 
-class FakeClock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(T0)
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def make_app(clock: FakeClock) -> Callable[..., FastAPI]:
+def make_app(clock: Clock) -> Callable[..., FastAPI]:
     def build(**overrides: Any) -> FastAPI:
         seed = overrides.pop("seed", copy.deepcopy(SEED))
         overrides.setdefault("admin_token", ADMIN_API_TOKEN)

@@ -8,10 +8,9 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from clock_fakes import Clock
 from devserver_fixtures import ADMIN, ADMIN_ID, PROJECT, SEED
 from fastapi import FastAPI
-
-from conftest import FakeClock
 
 UA = "/api/v1/auth/universal-auth/login"
 LIST = {"projectId": PROJECT, "environment": "dev"}
@@ -21,7 +20,7 @@ def asgi(app: FastAPI) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://dev")
 
 
-async def test_universal_login_ttl_and_renew(client: httpx.AsyncClient, clock: FakeClock) -> None:
+async def test_universal_login_ttl_and_renew(client: httpx.AsyncClient, clock: Clock) -> None:
     r = await client.post(UA, json={"clientId": "cid", "clientSecret": "csecret"})
     body = r.json()
     assert body["tokenType"] == "Bearer" and body["expiresIn"] == 100 and body["accessTokenMaxTTL"] == 1000
@@ -40,7 +39,7 @@ async def test_universal_login_ttl_and_renew(client: httpx.AsyncClient, clock: F
     ).status_code == 401
 
 
-async def test_lockout_after_three_failures(client: httpx.AsyncClient, clock: FakeClock) -> None:
+async def test_lockout_after_three_failures(client: httpx.AsyncClient, clock: Clock) -> None:
     for _ in range(3):
         assert (await client.post(UA, json={"clientId": "cid", "clientSecret": "bad"})).status_code == 401
     locked = await client.post(UA, json={"clientId": "cid", "clientSecret": "csecret"})

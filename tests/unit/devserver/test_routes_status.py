@@ -6,9 +6,8 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from clock_fakes import Clock
 from fastapi import FastAPI
-
-from conftest import FakeClock
 
 
 @pytest.mark.parametrize(
@@ -22,7 +21,7 @@ async def test_status_is_public(make_app: Callable[..., FastAPI], headers: dict[
     assert r.status_code == 200 and r.json()["message"] == "Ok"
 
 
-async def test_status_fields_and_date(make_app: Callable[..., FastAPI], clock: FakeClock) -> None:
+async def test_status_fields_and_date(make_app: Callable[..., FastAPI], clock: Clock) -> None:
     clock.now += 1.5
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=make_app()), base_url="http://dev") as c:
         body = (await c.get("/api/status")).json()

@@ -12,6 +12,7 @@ import logging
 from typing import Any, cast
 
 import pytest
+from clock_fakes import Clock
 
 from secretferry import logfields
 from secretferry.kube import client as kube_client
@@ -93,14 +94,6 @@ class RefusingKube:
 
     def port(self) -> kube_client.Kube:
         return cast(kube_client.Kube, self)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _regarding(name: str, namespace: str = NAMESPACE) -> events.ObjectRef:

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from clock_fakes import Clock
 from reconcile_fakes import FakeApiserver, FakeKube, RecordingQueue
 
 from secretferry import settings as settings_mod
@@ -77,14 +78,6 @@ NEXT_TRY: dict[str, str | None] = {
     reasons.AUTH_FAILED: REFRESH,
 }
 REFRESH_SECONDS = models_base.parse_duration(sync_models.DEFAULT_REFRESH_INTERVAL)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FakeList:

@@ -9,19 +9,12 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from clock_fakes import Clock
 
 from secretferry import logfields
 from secretferry.service import auth, client, errors, events
 
 BASE = "https://service.test"
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _error(status: int, error: str, message: str = "nope") -> httpx.Response:

@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from clock_fakes import Clock, Top
 
 from secretferry import logfields
 from secretferry.service import auth, client, errors, fetcher, scopes
 
 BASE = "https://service.test"
 SCOPE = scopes.Scope(identity_key="ns/id", project_id="p-1", environment="dev", path="/app")
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FakeList:
@@ -85,11 +77,6 @@ def fetch(clock: Clock, outcomes: list[tuple[scopes.Scope, str]]) -> fetcher.Sco
         on_call=lambda s, o, _endpoint: outcomes.append((s, o)),
         rng=Top(),
     )
-
-
-class Top(random.Random):
-    def uniform(self, a: float, b: float) -> float:
-        return b
 
 
 @pytest.mark.looptime

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import pytest
+from clock_fakes import Clock
 
 from secretferry.service import auth, client, errors, fetcher, listroutes, scopes
 
@@ -24,7 +25,7 @@ SECRET_VALUE = "s3cr3t-value"
 
 
 def route_missing(request: httpx.Request) -> httpx.Response:
-    """Fastify's default answer for a route it does not have (service-contract.md, "Errors")."""
+    """Fastify's default answer for a route it does not have (docs/service-contract.md, "Errors")."""
     body = {
         "message": f"Route {request.method}:{request.url.raw_path.decode()} not found",
         "error": "Not Found",
@@ -61,13 +62,6 @@ class Server:
             return httpx.Response(304, headers={"etag": etag})
         body = {"secrets": [{"secretKey": "KEY", "secretValue": SECRET_VALUE}], "imports": []}
         return httpx.Response(200, json=body, headers={"etag": etag})
-
-
-class Clock:
-    now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -7,18 +7,11 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from clock_fakes import Clock
 
 from secretferry.service import auth, client, errors, scopes
 
 pytestmark = pytest.mark.looptime  # the fake service's latency is virtual
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Projects:
@@ -62,7 +55,7 @@ async def test_resolves_once_for_many_callers(projects: Projects, session: auth.
 
 
 async def test_not_found_is_cached_briefly(projects: Projects, session: auth.AuthSession) -> None:
-    clock = Clock()
+    clock = Clock(50.0)
     cache = scopes.SlugCache(negative_ttl_seconds=30, clock=clock)
     for _ in range(5):
         with pytest.raises(errors.NotFound):
