@@ -94,7 +94,7 @@ def test_a_helm_upgrade_rolls_the_pod_and_rewrites_nothing(
     before = _secret(node_cluster, synced)
     (old,) = operator.pods()
     # A setting change, as a user would make one: the pod template changes, so the pod rolls.
-    operator.upgrade({"extraEnv": [{"name": "SECRETFERRY_LOG_LEVEL", "value": "DEBUG"}]})
+    operator.upgrade({"config": {"logLevel": "DEBUG"}})
     operator.wait_ready(1, exclude=[old["metadata"]["name"]])
     (new,) = operator.pods()
     env = {e["name"]: e.get("value") for e in new["spec"]["containers"][0]["env"]}

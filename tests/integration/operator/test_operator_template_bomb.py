@@ -134,6 +134,9 @@ def test_a_template_bomb_delays_no_one(
             name: harness.wait_reason(control_plane, namespace, name, "TemplateError", timeout=30)
             for name in bombs
         }
+        # Enough probes to mean something, with the bombs still there: a quick run (the canary's
+        # changes can all land within a second or two) would otherwise leave only a handful.
+        eventually(lambda: prober.probes >= 10, timeout=30, what="ten liveness probes")
     print(f"canary change -> Secret with bombs present: {', '.join(f'{d:.2f} s' for d in delays)}")
 
     assert prober.probes >= 10
