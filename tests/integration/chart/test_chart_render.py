@@ -282,6 +282,29 @@ def test_bad_values_are_refused(helm: Helm, set_values: list[str], message: str)
     assert_refused(helm, set_values, message)
 
 
+def test_extra_env_may_not_repeat_a_variable_the_chart_sets(render: Render, helm: Helm) -> None:
+    """Every variable the chart sets, set again through extraEnv, is refused with a message naming
+    it (the apiserver would refuse the Deployment with "duplicate entries" instead)."""
+    own = set(operator_env(render()))
+    assert {"SECRETFERRY_LOG_LEVEL", "HOME"} <= own
+    for name in sorted(own):
+        out = helm(
+            "template",
+            "ci",
+            str(CHART),
+            "--set",
+            f"extraEnv[0].name={name}",
+            "--set",
+            "extraEnv[0].value=x",
+            check=False,
+        )
+        assert f"extraEnv sets {name}, which the chart sets itself" in out, (name, out[-500:])
+    other = operator_env(
+        render(set_values=["extraEnv[0].name=SECRETFERRY_PER_OBJECT_METRICS", "extraEnv[0].value=on"])
+    )
+    assert other["SECRETFERRY_PER_OBJECT_METRICS"] == "on"  # any other variable passes
+
+
 def test_template_guard_refuses_replicas_without_leader_election(helm: Helm) -> None:
     """The guard in the template holds even when the schema is skipped."""
     out = helm(
