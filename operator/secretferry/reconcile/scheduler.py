@@ -83,6 +83,7 @@ class Scheduler(Generic[K]):
         self._delayed: list[tuple[float, int, K]] = []
         self._delayed_due: dict[K, float] = {}
         self._seq = 0
+        self._stopped = False
         self._wakeup = asyncio.Event()
         self._timer_wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -140,6 +141,8 @@ class Scheduler(Generic[K]):
     def start(self, *, backlog: bool = True) -> None:
         """Start the workers; with ``backlog=False`` they take only live work until
         :meth:`open_backlog` (start-up: new objects need no cache, the mass of old ones does)."""
+        if self._stopped:
+            return  # see stop
         self._backlog_open = backlog
         self._tasks = [asyncio.create_task(self._timer(), name="sync-retry-timer")]
         for _ in range(self._workers):
@@ -147,6 +150,8 @@ class Scheduler(Generic[K]):
         metrics.watch_queue_depth(self.depth)  # the process runs one started queue: this one
 
     def _spawn_worker(self) -> None:
+        if self._stopped:
+            return
         self._tasks = [t for t in self._tasks if not t.done()]  # stand-ins' predecessors end
         self._seq += 1
         self._tasks.append(asyncio.create_task(self._worker(), name=f"sync-worker-{self._seq}"))
@@ -162,6 +167,10 @@ class Scheduler(Generic[K]):
         self._wakeup.set()
 
     async def stop(self) -> None:
+        """Cancel the workers and the timer, for good: a start (the start-up task may not have
+        reached it yet) or a stand-in worker after this starts nothing, so no pass runs once the
+        controller stops."""
+        self._stopped = True
         metrics.watch_queue_depth(None)
         for task in self._tasks:
             task.cancel()

@@ -238,3 +238,20 @@ async def test_first_backlog_work_runs_after_live_before_the_rest_and_is_not_hel
     await s.idle()
     await s.stop()
     assert order[3:] == ["synced-1", "synced-2"]
+
+
+async def test_a_stopped_queue_starts_no_worker_again() -> None:
+    """The start-up task may reach ``start`` after the controller stopped the queue: nothing runs."""
+    ran: list[str] = []
+
+    async def job(key: str) -> None:
+        ran.append(key)
+
+    s: scheduler.Scheduler[str] = scheduler.Scheduler(job, workers=2)
+    await s.stop()
+    s.start()
+    s.enqueue("a", live=True)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert ran == []
+    await s.stop()
