@@ -120,7 +120,13 @@ def test_helm_uninstall_keeps_crds_syncs_and_secrets_and_a_reinstall_takes_over(
     assert operator.pods() == []
     for crd in CRDS:
         node_cluster.kubectl("get", "crd", f"{crd}.secretferry.io")  # raises when it is gone
-    assert harness.get(node_cluster, "secretsync", "app-config", synced) is not None
+    kept = harness.get(node_cluster, "secretsync", "app-config", synced)
+    assert kept is not None
+    # No finalizer of ours anywhere: with the operator gone, deleting them must not hang (README).
+    identities = json.loads(node_cluster.kubectl("get", "machineidentities", "-n", synced, "-o", "json"))
+    assert identities["items"]
+    for obj in [kept, *identities["items"]]:
+        assert not obj["metadata"].get("finalizers"), obj["metadata"]
     after = _secret(node_cluster, synced)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert after["data"] == before["data"]
