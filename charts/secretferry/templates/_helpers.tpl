@@ -169,3 +169,69 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
 {{- end -}}
+
+{{/*
+The operator container's environment as the chart sets it (deployment.yaml renders it and refuses
+an extraEnv entry that repeats one of these names).
+*/}}
+{{- define "secretferry.env" -}}
+- name: SECRETFERRY_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+# The Lease holder identity; HOSTNAME is the node's name under hostNetwork, the same
+# for every replica on that node (which would let two of them lead at once).
+- name: SECRETFERRY_POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: SECRETFERRY_WATCH_NAMESPACES
+  value: {{ join "," (uniq .Values.scope.namespaces) | quote }}
+- name: SECRETFERRY_DEFAULT_HOST_API
+  value: {{ .Values.config.defaultHostAPI | quote }}
+- name: SECRETFERRY_ALLOWED_HOSTS
+  value: {{ join "," (uniq .Values.config.allowedHosts) | quote }}
+- name: SECRETFERRY_ALLOW_INSECURE_HTTP
+  value: {{ .Values.config.allowInsecureHTTP | quote }}
+- name: SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS
+  value: {{ .Values.config.maxTokenExpirationSeconds | quote }}
+- name: SECRETFERRY_SERVICE_TIMEOUT_SECONDS
+  value: {{ .Values.config.serviceTimeoutSeconds | quote }}
+- name: SECRETFERRY_LOG_LEVEL
+  value: {{ .Values.config.logLevel | quote }}
+- name: SECRETFERRY_LOG_FORMAT
+  value: {{ .Values.config.logFormat | quote }}
+- name: SECRETFERRY_WORKERS
+  value: {{ .Values.config.workers | quote }}
+- name: SECRETFERRY_STREAMING_REFRESH_INTERVAL_SECONDS
+  value: {{ .Values.config.streamingRefreshIntervalSeconds | quote }}
+- name: SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS
+  value: {{ .Values.config.rolloutCooldownSeconds | quote }}
+- name: SECRETFERRY_ROLLOUTS_ENABLED
+  value: {{ .Values.config.rolloutsEnabled | quote }}
+- name: SECRETFERRY_TOKEN_REQUESTS_ENABLED
+  value: {{ .Values.config.tokenRequestsEnabled | quote }}
+- name: SECRETFERRY_HMAC_KEY_SECRET
+  value: {{ .Values.config.hmacKeySecret | quote }}
+- name: SECRETFERRY_METRICS_PORT
+  value: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled | quote }}
+- name: SECRETFERRY_LIVENESS_PORT
+  value: {{ .Values.livenessPort | quote }}
+- name: SECRETFERRY_LISTEN_ADDRESS
+  value: {{ .Values.listenAddress | quote }}
+- name: SECRETFERRY_PEERING
+  value: {{ ternary (include "secretferry.leaseName" .) "" .Values.leaderElection.enabled | quote }}
+- name: SECRETFERRY_LEADER_LEASE_DURATION_SECONDS
+  value: {{ .Values.leaderElection.leaseDurationSeconds | quote }}
+- name: SECRETFERRY_LEADER_RENEW_DEADLINE_SECONDS
+  value: {{ .Values.leaderElection.renewDeadlineSeconds | quote }}
+- name: SECRETFERRY_LEADER_RETRY_PERIOD_SECONDS
+  value: {{ .Values.leaderElection.retryPeriodSeconds | quote }}
+- name: SECRETFERRY_LEADER_RELEASE_ON_SHUTDOWN
+  value: {{ .Values.leaderElection.releaseOnShutdown | quote }}
+# The image sets these too; repeated so a custom image cannot write outside /tmp.
+- name: HOME
+  value: /tmp
+- name: TMPDIR
+  value: /tmp
+{{- end }}

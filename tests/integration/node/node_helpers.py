@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 _OPERATOR_TESTS = str(Path(__file__).resolve().parents[1] / "operator")
 
 
@@ -33,6 +35,9 @@ def checked_again(operator: Any) -> bool:
     except OSError:  # Ready (running) before its metrics endpoint listens
         return False
     return any(
-        line.startswith('secretferry_syncs_total{result="unchanged"}') and float(line.split()[-1]) >= 1
-        for line in metrics.splitlines()
+        sample.name == "secretferry_syncs_total"
+        and sample.labels == {"result": "unchanged"}
+        and sample.value >= 1
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
     )

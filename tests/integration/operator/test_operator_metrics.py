@@ -11,6 +11,7 @@ from pathlib import Path
 import harness
 import pytest
 from harness import PROJECT_ID, eventually, secret_data, source
+from prometheus_client.parser import text_string_to_metric_families
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
@@ -110,16 +111,14 @@ def test_every_documented_metric_has_samples_after_a_sync(
 
 def _condition_samples(metrics_text: str, namespace: str, name: str) -> dict[str, float]:
     """``status`` -> value of the per-object Ready series of one SecretSync."""
-    found: dict[str, float] = {}
-    for m in re.finditer(r"^secretferry_secretsync_condition\{(.*)\} (\S+)$", metrics_text, re.MULTILINE):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m[1]))
-        if (labels.get("namespace"), labels.get("name"), labels.get("condition")) == (
-            namespace,
-            name,
-            "Ready",
-        ):
-            found[labels["status"]] = float(m[2])
-    return found
+    return {
+        sample.labels["status"]: sample.value
+        for family in text_string_to_metric_families(metrics_text)
+        if family.name == "secretferry_secretsync_condition"
+        for sample in family.samples
+        if (sample.labels["namespace"], sample.labels["name"], sample.labels["condition"])
+        == (namespace, name, "Ready")
+    }
 
 
 def test_the_opt_in_per_object_gauge_follows_ready_and_goes_with_the_secretsync(
