@@ -16,7 +16,7 @@ from typing import Any, get_args
 import uvicorn
 import yaml
 
-from secretferry.devserver import seed
+from secretferry.devserver import profiles, seed
 from secretferry.devserver.app import create_app
 from secretferry.devserver.config import DevServerConfig, EventGeneration
 
@@ -26,6 +26,12 @@ def parser() -> argparse.ArgumentParser:
         prog="secretferry dev-server", description="Reference secrets service for development."
     )
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--profile",
+        choices=sorted(profiles.PROFILES),
+        default="newest",
+        help="behave like one real server generation (devserver/profiles.py); flags below still win",
+    )
     p.add_argument("--port", type=int, default=8222)
     p.add_argument(
         "--data", type=Path, default=Path("devserver.sqlite"), help="SQLite file (kept across restarts)"
@@ -76,7 +82,9 @@ def _faults(value: str | None) -> dict[str, Any] | None:
 
 
 def config_from(args: argparse.Namespace) -> DevServerConfig:
-    return DevServerConfig(
+    """The profile's values, then every flag that differs from its default on top."""
+    config = DevServerConfig(**profiles.overrides(args.profile))
+    explicit = DevServerConfig(
         data_path=args.data,
         seed=seed.load(args.seed) if args.seed else None,
         event_generation=args.event_generation,
@@ -90,6 +98,12 @@ def config_from(args: argparse.Namespace) -> DevServerConfig:
         admin_token_file=args.admin_token_file,
         faults=_faults(args.faults),
     )
+    defaults = DevServerConfig()
+    for name in explicit.__dataclass_fields__:
+        value = getattr(explicit, name)
+        if value != getattr(defaults, name) or name in ("data_path", "seed"):
+            setattr(config, name, value)
+    return config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
