@@ -294,7 +294,7 @@ def environment(
                             "audiences": [AUDIENCE],
                             "serviceAccountRef": {"name": "bench-sa", "namespace": OPERATOR_NAMESPACE},
                         }
-                    }
+                    },
                 },
             }
         )
