@@ -225,11 +225,11 @@ class IdentityRegistry:
                 raise template_trust.refusal(kind=kind, identity=name, holder=None)
             return
         holder_kind, holder_name = template_trust.credential_object(entry.model.spec.auth)
-        if not await self._templates_opted_in(entry, holder_kind, holder_name):
+        if not await self._templates_opted_in(entry, kind=holder_kind, name=holder_name):
             holder = f"{holder_kind} {entry.key[1]}/{holder_name}"
             raise template_trust.refusal(kind=kind, identity=name, holder=holder)
 
-    async def _templates_opted_in(self, entry: IdentityEntry, kind: str, name: str) -> bool:
+    async def _templates_opted_in(self, entry: IdentityEntry, *, kind: str, name: str) -> bool:
         """The credential object's allow-templates opt-in, read at most every few seconds.
 
         Read like the login reads it: an object that does not admit the identity at all

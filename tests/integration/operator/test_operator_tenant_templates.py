@@ -59,7 +59,7 @@ def with_bit(bit: int) -> str:
 
 
 def sync(
-    namespace: str, name: str, path: str, target: dict[str, Any], identity: str = "ferry"
+    namespace: str, name: str, *, path: str, target: dict[str, Any], identity: str = "ferry", **spec: Any
 ) -> dict[str, Any]:
     return {
         "apiVersion": "secretferry.io/v1alpha1",
@@ -69,6 +69,7 @@ def sync(
             "identityRef": {"name": identity},
             "sources": [source(path, includeKeys=[KEY])],
             "target": target,
+            **spec,
         },
     }
 
@@ -76,13 +77,15 @@ def sync(
 def probes(namespace: str, path: str) -> list[dict[str, Any]]:
     """The recovery attack's SecretSyncs: calibrations ``cal-y``/``cal-n``, probes ``bit-<i>-<b>``."""
     made = [
-        sync(namespace, "cal-y", path, {"template": {"data": {"bit": "Y"}}}),
-        sync(namespace, "cal-n", path, {"template": {"data": {"bit": "N"}}}),
+        sync(namespace, "cal-y", path=path, target={"template": {"data": {"bit": "Y"}}}),
+        sync(namespace, "cal-n", path=path, target={"template": {"data": {"bit": "N"}}}),
     ]
     for i in range(ATTACKED):
         for b in range(BITS):
             probe = f"{{{{ 'Y' if {KEY}[{i}] in \"{with_bit(b)}\" else 'N' }}}}"
-            made.append(sync(namespace, f"bit-{i}-{b}", path, {"template": {"data": {"bit": probe}}}))
+            made.append(
+                sync(namespace, f"bit-{i}-{b}", path=path, target={"template": {"data": {"bit": probe}}})
+            )
     return made
 
 
@@ -116,7 +119,7 @@ def settled(
     return eventually(check, timeout=timeout, what=f"{len(names)} SecretSyncs {expect}")
 
 
-def bit_of(signal: Any, yes: Any, no: Any) -> int | None:
+def bit_of(signal: Any, *, yes: Any, no: Any) -> int | None:
     """What a probe's signal says when compared with the calibrations' (None: nothing)."""
     if signal == yes and signal != no:
         return 1
@@ -131,7 +134,7 @@ def reconstruct(signals: dict[str, Any]) -> str | None:
     for i in range(ATTACKED):
         code = 0
         for b in range(BITS):
-            bit = bit_of(signals[f"bit-{i}-{b}"], signals["cal-y"], signals["cal-n"])
+            bit = bit_of(signals[f"bit-{i}-{b}"], yes=signals["cal-y"], no=signals["cal-n"])
             if bit is None:
                 return None
             code |= bit << b
@@ -141,7 +144,7 @@ def reconstruct(signals: dict[str, Any]) -> str | None:
 
 def readable_bits(signals: dict[str, Any]) -> int:
     return sum(
-        bit_of(signals[f"bit-{i}-{b}"], signals["cal-y"], signals["cal-n"]) is not None
+        bit_of(signals[f"bit-{i}-{b}"], yes=signals["cal-y"], no=signals["cal-n"]) is not None
         for i in range(ATTACKED)
         for b in range(BITS)
     )
@@ -155,9 +158,9 @@ def observable(status: dict[str, Any]) -> str:
     return json.dumps(shown, sort_keys=True)
 
 
-def other_tenant(cp: ControlPlane, namespace: str, tmp_path: Path) -> tenant.Tenant:
+def other_tenant(cp: ControlPlane, namespace: str, *, workdir: Path) -> tenant.Tenant:
     cp.kubectl("create", "namespace", namespace)
-    return tenant.make_tenant(cp, namespace, tmp_path)
+    return tenant.make_tenant(cp, namespace, workdir)
 
 
 # --- (a) an identity not opted in to templates -------------------------------------------------------
@@ -216,9 +219,9 @@ def test_a_guess_is_not_confirmed_through_an_identity_not_opted_in(
     apply_all(
         hostile,
         [
-            sync(namespace, "real", path, {}),  # no template: allowed, syncs the value itself
-            sync(namespace, "guess-right", path, {"template": {"data": {KEY: right}}}),
-            sync(namespace, "guess-wrong", path, {"template": {"data": {KEY: wrong}}}),
+            sync(namespace, "real", path=path, target={}),  # no template: allowed, syncs the value itself
+            sync(namespace, "guess-right", path=path, target={"template": {"data": {KEY: right}}}),
+            sync(namespace, "guess-wrong", path=path, target={"template": {"data": {KEY: wrong}}}),
         ],
     )
 
@@ -281,7 +284,7 @@ def test_equal_data_in_two_namespaces_or_across_an_edit_gives_unequal_hmacs(
     harness.kubernetes_identity(control_plane, namespace, templates=True)
     # The tenant's other namespace reads a path the tenant writes: its guess, with no template.
     elsewhere = f"{namespace}-b"
-    attacker_b = other_tenant(control_plane, elsewhere, tmp_path)
+    attacker_b = other_tenant(control_plane, elsewhere, workdir=tmp_path)
     own_path = f"/{elsewhere}-own"
     service.set_secret(PROJECT_ID, "dev", own_path, KEY, value)  # the right guess
     harness.kubernetes_identity(control_plane, elsewhere)
@@ -290,23 +293,30 @@ def test_equal_data_in_two_namespaces_or_across_an_edit_gives_unequal_hmacs(
         apply_all(
             hostile,
             [
-                sync(namespace, "real", path, {}),
+                sync(namespace, "real", path=path, target={}),
                 sync(
                     namespace,
                     "guess",
-                    path,
-                    {"template": {"data": {KEY: f"{{{{ '{value[:half]}' ~ '{value[half:]}' }}}}"}}},
+                    path=path,
+                    target={"template": {"data": {KEY: f"{{{{ '{value[:half]}' ~ '{value[half:]}' }}}}"}}},
                 ),
-                sync(namespace, "edited", path, {"template": {"data": {KEY: f"{{{{ {KEY} }}}}"}}}),
+                sync(
+                    namespace, "edited", path=path, target={"template": {"data": {KEY: f"{{{{ {KEY} }}}}"}}}
+                ),
             ],
         )
-        apply_all(attacker_b, [sync(elsewhere, "copy", own_path, {})])
+        apply_all(attacker_b, [sync(elsewhere, "copy", path=own_path, target={})])
         here = settled(hostile, {"real", "guess", "edited"}, expect="Synced")
         there = settled(attacker_b, {"copy"}, expect="Synced")
         before_edit = here["edited"]["dataHMAC"]
         # The same data again, from an edited template: another generation.
         hostile.apply(
-            sync(namespace, "edited", path, {"template": {"data": {KEY: f"{{{{ {KEY} | string }}}}"}}})
+            sync(
+                namespace,
+                "edited",
+                path=path,
+                target={"template": {"data": {KEY: f"{{{{ {KEY} | string }}}}"}}},
+            )
         )
 
         def edited() -> dict[str, Any] | None:
@@ -315,7 +325,7 @@ def test_equal_data_in_two_namespaces_or_across_an_edit_gives_unequal_hmacs(
 
         after_edit = eventually(edited, what="the edited SecretSync synced")["dataHMAC"]
 
-        # Control: all five hold the very same data (the admin reads the Secrets).
+        # Control: every copy holds the very same data (the admin reads the Secrets).
         copies = [
             secret_data(control_plane, namespace, "real"),
             secret_data(control_plane, namespace, "guess"),
@@ -350,7 +360,8 @@ def test_templates_render_once_the_owner_opts_in_and_stop_when_the_opt_in_goes(
     service.set_secret(PROJECT_ID, "dev", path, KEY, "opted-in-value-1")
     harness.kubernetes_identity(control_plane, namespace, templates=False)
     templated = {"template": {"data": {"url": f"postgres://app:{{{{ {KEY} }}}}@db/app"}}}
-    hostile.apply(sync(namespace, "dsn", path, templated))
+    # Polled every 2 s whenever no event stream carries the change: the next pass comes either way.
+    hostile.apply(sync(namespace, "dsn", path=path, target=templated, refreshInterval="2s"))
     harness.wait_reason(control_plane, namespace, "dsn", "TemplatesNotAllowed")
 
     # The ServiceAccount's owner opts in (the tenant could not: it may not edit ServiceAccounts).
@@ -401,7 +412,9 @@ def test_a_cluster_identity_allows_templates_only_with_allow_templates(
     }
     control_plane.apply(identity)
     try:
-        manifest = sync(namespace, "via-cluster", path, {"template": {"data": {"v": f"{{{{ {KEY} }}}}"}}})
+        manifest = sync(
+            namespace, "via-cluster", path=path, target={"template": {"data": {"v": f"{{{{ {KEY} }}}}"}}}
+        )
         manifest["spec"]["identityRef"] = {"kind": "ClusterMachineIdentity", "name": name}
         hostile.apply(manifest)
         cond = harness.wait_reason(control_plane, namespace, "via-cluster", "TemplatesNotAllowed")
