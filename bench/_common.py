@@ -285,13 +285,16 @@ def environment(
                 "kind": "ClusterMachineIdentity",
                 "metadata": {"name": CLUSTER_IDENTITY},
                 "spec": {
+                    # The admin lets its SecretSyncs use templates (bench_template_bomb renders them);
+                    # without it they would be TemplatesNotAllowed.
+                    "allowTemplates": True,
                     "auth": {
                         "kubernetes": {
                             "identityId": IDENTITY_ID,
                             "audiences": [AUDIENCE],
                             "serviceAccountRef": {"name": "bench-sa", "namespace": OPERATOR_NAMESPACE},
                         }
-                    }
+                    },
                 },
             }
         )

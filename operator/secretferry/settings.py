@@ -207,9 +207,10 @@ class Settings(BaseSettings):
     )
     hmac_key_secret: str = Field(
         "secretferry-hmac-key",
-        description="Name of the Secret in `namespace` holding the key of the HMACs in status (dataHMAC),"
-        " created on first start; a digest of secret data is shown only keyed, so it reveals nothing"
-        " without this key. No SecretSync may write to it.",
+        description="Name of the Secret in `namespace` holding the key the HMACs in status (dataHMAC) are"
+        " derived from (one key per SecretSync and spec generation), created on first start; a digest of"
+        " secret data is shown only keyed, so it reveals nothing without this key. No SecretSync may"
+        " write to it.",
     )
 
     # --- observability / HA -------------------------------------------------------------------

@@ -254,6 +254,11 @@ class ClusterMachineIdentitySpec(MachineIdentitySpec):
     allowed_namespaces: AllowedNamespaces | None = None
     """Namespaces whose SecretSyncs may use this identity. Absent: every namespace; present: only
     the listed or selected ones (others get IdentityNotAllowed)."""
+    allow_templates: bool = False
+    """Let SecretSyncs using this identity have spec.target.template (else TemplatesNotAllowed).
+    A template's author can read every value the identity reads (its output shows in status), so
+    this hands every value of the identity to whoever may edit SecretSyncs in the allowed
+    namespaces. Default false."""
 
     def allows_namespace(self, namespace: str, labels: Mapping[str, str]) -> bool:
         return self.allowed_namespaces is None or self.allowed_namespaces.allows(namespace, labels)

@@ -299,7 +299,9 @@ class SecretSyncStatus(base.StatusModel):
     update_mode_reason: str | None = None
     """Why updateMode is what it is, e.g. why the stream is unavailable."""
     data_hmac: str | None = Field(default=None, alias="dataHMAC")
-    """Keyed HMAC-SHA256 of the written data: shows a change without revealing anything."""
+    """Keyed HMAC-SHA256 of the written data: shows a change without revealing anything. Keyed per
+    SecretSync and metadata.generation, so it compares with nothing but this SecretSync's earlier
+    HMACs under the same spec (an edit changes it even when the data stays the same)."""
     target: TargetStatus | None = None
     """The object last written, to find it again after spec.target changes."""
 

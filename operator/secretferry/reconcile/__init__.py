@@ -36,6 +36,7 @@ What the pass decides with, and keeps::
     rollouts         restarting the workloads that read a changed Secret (cooldown)
     scheduler        the work queue: dedup, live before backlog, bounded workers
     slim tenancy     compact kept bodies; namespace tenancy rules
+    template_trust   who may make the operator compute over values (templates' opt-in)
     renderpool renderchild renderworker quarantine fairness templating
                      template rendering in child processes, isolated and fair
 

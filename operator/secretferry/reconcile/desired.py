@@ -119,6 +119,36 @@ def data_hmac(data: Mapping[str, str], key: bytes) -> str:
     return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()
 
 
+# Names what the derived key is for, so no other HMAC under the operator's key can equal one.
+_OBJECT_KEY_PURPOSE: Final = "secretferry.io/data-hmac/v2"
+
+
+def object_key(key: bytes, *, namespace: str, name: str, uid: str, generation: int) -> bytes:
+    """The key of one SecretSync's data HMAC at one spec generation, derived from ``key``.
+
+    Why not ``key`` itself: whoever can read a status could then compare HMACs, and equal HMACs
+    mean equal data — a SecretSync syncing a secret they cannot read against one whose template
+    writes a guess, here or in another namespace. Keyed per object (uid included: a recreated
+    object is another one) and per generation (an edited template is another computation), an
+    HMAC can only be compared with the same SecretSync's earlier ones at the same spec: it still
+    shows that the data changed, and nothing else.
+    """
+    label = json.dumps([_OBJECT_KEY_PURPOSE, namespace, name, uid, generation], separators=(",", ":"))
+    return hmac.new(key, label.encode(), hashlib.sha256).digest()
+
+
+def sync_key(key: bytes, sync: secretsync.SecretSync) -> bytes:
+    """``object_key`` for ``sync`` as the apiserver sent it (namespace, name, uid, generation)."""
+    meta = sync.metadata
+    return object_key(
+        key,
+        namespace=meta.namespace or "",
+        name=meta.name,
+        uid=meta.uid or "",
+        generation=meta.generation or 0,
+    )
+
+
 def select_keys(
     secrets: Mapping[str, str], *, include: Sequence[str], exclude: Sequence[str]
 ) -> dict[str, str]:
@@ -177,6 +207,8 @@ def build_desired(
 ) -> DesiredObject:
     """The target object for ``sync`` given one FetchedSource per ``spec.sources`` entry.
 
+    ``hmac_key``: the operator's key; the data HMAC is keyed per object from it (``object_key``).
+
     ``rendered``: the templates' output, from ``render_and_build``; without it templates render
     in this process, with the sandbox's bounds only (for tests and tools, not the operator).
     """
@@ -191,7 +223,7 @@ def build_desired(
     if secret_type is not None:
         _check_type(secret_type, data)
     _check_size(data)
-    digest = data_hmac(data, hmac_key)
+    digest = data_hmac(data, sync_key(hmac_key, sync))
     managed = target.creation_policy != "Merge"
     return DesiredObject(
         kind=target.kind,

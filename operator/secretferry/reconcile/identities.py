@@ -34,7 +34,7 @@ from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import identity as identity_models
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import problems, reasons, tenancy
+from secretferry.reconcile import problems, reasons, template_trust, tenancy
 from secretferry.service import auth, health
 from secretferry.service import client as service_client
 
@@ -46,6 +46,10 @@ CLUSTER = identity_models.CLUSTER_MACHINE_IDENTITY_KIND
 PLURALS = {MACHINE: "machineidentities", CLUSTER: "clustermachineidentities"}
 _RETIRE_GRACE_CALLS = 3  # a reconcile makes a few calls in a row (slug, one list per source)
 _NAMESPACE_LABELS_TTL_SECONDS = 30.0  # label changes on namespaces are rare; one GET per 30 s at most
+# One service event often starts a pass for every templated SecretSync of an identity within a
+# second: one read of the credential object's allow-templates opt-in serves them all, and its
+# removal takes effect within this time.
+_TEMPLATE_OPT_IN_TTL_SECONDS = 5.0
 
 IdentityKey = tuple[str, str, str]  # (kind, namespace or "", name)
 
@@ -72,6 +76,9 @@ class IdentityEntry:
     """Why this identity may not be used at all (tenancy checks on its spec): nothing is sent."""
     notes: tuple[str, ...] = ()
     """What the operator changed from the spec (a capped token lifetime), for the Ready message."""
+    templates_opt_in: tuple[float, bool] | None = None
+    """(when read, whether allowed): the credential object's allow-templates opt-in, as last read
+    (namespaced identities; see ``IdentityRegistry.check_templates``)."""
 
 
 @dataclass
@@ -205,6 +212,49 @@ class IdentityRegistry:
                 f"{ref.kind} {ref.name!r} is refused ({entry.refusal.reason}): {entry.refusal.message}",
             )
         return entry
+
+    async def check_templates(self, entry: IdentityEntry, sync: sync_models.SecretSync) -> None:
+        """Raise TemplatesNotAllowed when ``sync`` has templates its identity was not opted in to
+        (``template_trust``); called before anything is fetched for it."""
+        if not template_trust.computes_over_values(sync.spec):
+            return
+        assert entry.model is not None  # resolve() refused an invalid identity
+        kind, _, name = entry.key
+        if kind == CLUSTER:
+            if not template_trust.allowed(entry.model.spec, identity=name, annotations=None):
+                raise template_trust.refusal(kind=kind, identity=name, holder=None)
+            return
+        holder_kind, holder_name = template_trust.credential_object(entry.model.spec.auth)
+        if not await self._templates_opted_in(entry, kind=holder_kind, name=holder_name):
+            holder = f"{holder_kind} {entry.key[1]}/{holder_name}"
+            raise template_trust.refusal(kind=kind, identity=name, holder=holder)
+
+    async def _templates_opted_in(self, entry: IdentityEntry, *, kind: str, name: str) -> bool:
+        """The credential object's allow-templates opt-in, read at most every few seconds.
+
+        Read like the login reads it: an object that does not admit the identity at all
+        (``allowed-identities``) is refused as it would be at login, so the answer says nothing
+        the login would not."""
+        now = self._clock()
+        cached = entry.templates_opt_in
+        if cached is not None and now - cached[0] < _TEMPLATE_OPT_IN_TTL_SECONDS:
+            return cached[1]
+        namespace, identity = entry.key[1], entry.key[2]
+        try:
+            if kind == "ServiceAccount":
+                annotations = await serviceaccounts.read_annotations(
+                    self._kube, namespace=namespace, name=name
+                )
+            else:
+                annotations = (await secretrefs.read(self._kube, namespace=namespace, name=name)).annotations
+        except kube_errors.KubeError as exc:
+            raise _credentials_problem(f"{key_str(entry.key)}: cannot read {kind}: {exc}") from exc
+        if not tenancy.opted_in(annotations, identity):
+            raise _not_opted_in(entry, kind, namespace=namespace, name=name)
+        assert entry.model is not None  # check_templates runs on resolved identities only
+        allowed = template_trust.allowed(entry.model.spec, identity=identity, annotations=annotations)
+        entry.templates_opt_in = (now, allowed)
+        return allowed
 
     async def _namespace_labels(self, namespace: str) -> dict[str, str]:
         cached = self._ns_labels.get(namespace)

@@ -26,6 +26,8 @@ HOST_NOT_ALLOWED: Final = "HostNotAllowed"  # hostAPI not allowed, or plain http
 AUDIENCE_REQUIRED: Final = "AudienceRequired"  # Kubernetes auth without an explicit token audience
 CREDENTIALS_NOT_OPTED_IN: Final = "CredentialsNotOptedIn"  # SA/Secret lacks the allowed-identities annotation
 TOKEN_REQUESTS_DISABLED: Final = "TokenRequestsDisabled"  # Kubernetes auth while token minting is off
+# A SecretSync with templates, and its identity's credential owner did not opt in (template_trust.py).
+TEMPLATES_NOT_ALLOWED: Final = "TemplatesNotAllowed"
 
 # Ready=False: the secrets service.
 AUTH_FAILED: Final = "AuthFailed"  # login rejected (401, bad credentials, TokenRequest refused)

@@ -1,8 +1,9 @@
 """Rollout restarts after a Secret's data really changed — and only then.
 
 Why so careful: restarting workloads is the costliest thing an operator can do to its users.
-A restart is asked for only when a write changed the data HMAC against the one recorded in
-status (so never on a first sync, a no-op resync or an operator restart), and each workload is
+A restart is asked for only when a write changed the Secret's data, as the write found it (so
+never on a first sync, a no-op resync, an operator restart, or a spec edit that re-keys the data
+HMAC but leaves the data alone; see sync.py), and each workload is
 restarted at most once per cooldown: changes inside the cooldown coalesce into one restart at
 its end, carrying the newest HMAC.
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Final
 
 from secretferry import backoff, metrics
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import (
     conditions,
+    drift,
     guards,
     outcomes,
     problems,
@@ -42,6 +44,9 @@ log = logging.getLogger(__name__)
 # The shortest wait for a scope whose backoff is (nearly) over: a retry "now" still goes through
 # the queue, behind live work.
 _MIN_DELAY_SECONDS = 0.05
+# Writes that change what a consumer of the Secret reads: new data, or the Secret recreated with
+# another type (whose data may be the same: a rare, deliberate edit, worth the restart).
+_DATA_WRITES: Final = frozenset({drift.DATA_CHANGED, drift.TYPE_CHANGED})
 
 
 async def reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> float | None:
@@ -67,6 +72,8 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     try:
         identity = await deps.identities.resolve(sync)
         session = await deps.identities.session(identity)
+        # Before anything is fetched: a template's author reads every value it sees (template_trust.py).
+        await deps.identities.check_templates(identity, sync)
         scopes = await _scopes(deps, sync, identity, session)
     except problems.Problem as unusable:
         _release_scopes(deps, entry)
@@ -128,12 +135,15 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
         return await _failed(deps, entry, unrenderable), "render"
 
     try:
-        written, keys = await target_writes.write(deps, entry, sync, want)
+        why, keys = await target_writes.write(deps, entry, sync, want)
     except problems.Problem as refused:
         return await _failed(deps, entry, refused), "target"
 
-    previous_hmac = entry.status.get("dataHMAC")
-    if written and previous_hmac and previous_hmac != want.data_hmac and want.kind == "Secret":
+    written = why is not None
+    # Restarts follow the data, as the write found it, not the HMAC: that is keyed per spec
+    # generation (desired.object_key), so an edit that leaves the data alone changes it too.
+    # Never on a first sync (no dataHMAC in status yet) or a write of labels/annotations only.
+    if why in _DATA_WRITES and entry.status.get("dataHMAC") and want.kind == "Secret":
         deps.rollouts.data_changed(sync, want.name, want.data_hmac, sync_report.regarding(entry))
     entry.retry = None  # a success: the next failure backs off from the start
     if written and _routine(entry):

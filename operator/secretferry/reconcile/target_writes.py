@@ -26,8 +26,9 @@ async def write(
     entry: state.SyncEntry,
     sync: sync_models.SecretSync,
     want: desired_mod.DesiredObject,
-) -> tuple[bool, list[str]]:
-    """Write the target when it differs; returns (written, keys now synced)."""
+) -> tuple[str | None, list[str]]:
+    """Write the target when it differs; returns (why it was written, a ``drift`` reason, or None
+    when it was not; keys now synced)."""
     tkey: state.TargetKey = (want.kind, want.namespace, want.name)
     protected = guards.Protected(
         namespace=deps.settings.namespace, hmac_key_secret=deps.settings.hmac_key_secret
@@ -40,7 +41,7 @@ async def write(
         created = await _create(deps, tkey, want, entry=entry)
         if created is not None:
             deps.targets.own(tkey, entry.key)
-            return True, sorted(want.string_data)
+            return drift.MISSING, sorted(want.string_data)
     if actual is None:
         try:
             actual = await objects.get(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name)
@@ -53,7 +54,7 @@ async def write(
     why = drift.needs_write(want, actual, previously_synced=previously)
     deps.targets.own(tkey, entry.key)
     if why is None:
-        return False, keys
+        return None, keys
     manifest = want.manifest()
     if retained and actual is not None:
         manifest.setdefault("data", {}).update({k: actual["data"][k] for k in retained})
@@ -75,7 +76,7 @@ async def write(
     deps.targets.written(tkey, result, cache=want.creation_policy != "Merge")
     log.info("wrote %s (%s): keys %s", what, why, ", ".join(keys), extra=_fields(entry, want))
     metrics.WRITES.labels(reason=why).inc()
-    return True, keys
+    return why, keys
 
 
 def _check_target(

@@ -22,6 +22,8 @@ UNIVERSAL_ID = "0f000000-0000-4000-8000-0000000000b2"
 AUDIENCE = "secretferry-test"
 # On a ServiceAccount or Secret: the MachineIdentities that may use it (reconcile/tenancy.py).
 ALLOWED_IDENTITIES = "secretferry.io/allowed-identities"
+# Beside it: the MachineIdentities whose SecretSyncs may use templates (reconcile/template_trust.py).
+ALLOW_TEMPLATES = "secretferry.io/allow-templates"
 OPERATOR_NAMESPACE = "secretferry-system"
 
 
@@ -101,15 +103,26 @@ def wait_reason(
     return eventually(check, timeout=timeout, what=f"{namespace}/{name} Ready reason {reason}")
 
 
+def opt_ins(name: str, *, templates: bool) -> dict[str, str]:
+    """The annotations of a credential object that admits MachineIdentity ``name`` (and, with
+    ``templates``, its SecretSyncs' templates)."""
+    return {ALLOWED_IDENTITIES: name, **({ALLOW_TEMPLATES: name} if templates else {})}
+
+
 def kubernetes_identity(
-    cp: ControlPlane, namespace: str, name: str = "ferry", *, sa: str = "ferry-sa"
+    cp: ControlPlane, namespace: str, name: str = "ferry", *, sa: str = "ferry-sa", templates: bool = False
 ) -> None:
-    """A ServiceAccount that opted in to MachineIdentity ``name``, and that identity."""
+    """A ServiceAccount that opted in to MachineIdentity ``name`` (and, with ``templates``, to
+    templates over what it reads), and that identity."""
     cp.apply(
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"name": sa, "namespace": namespace, "annotations": {ALLOWED_IDENTITIES: name}},
+            "metadata": {
+                "name": sa,
+                "namespace": namespace,
+                "annotations": opt_ins(name, templates=templates),
+            },
         }
     )
     cp.apply(
@@ -130,9 +143,11 @@ def kubernetes_identity(
     )
 
 
-def universal_identity(cp: ControlPlane, namespace: str, name: str = "uni") -> None:
-    """A client-secret Secret that opted in to MachineIdentity ``name``, and that universal-auth
-    identity (the seed's ``test-client``)."""
+def universal_identity(
+    cp: ControlPlane, namespace: str, name: str = "uni", *, templates: bool = False
+) -> None:
+    """A client-secret Secret that opted in to MachineIdentity ``name`` (and, with ``templates``,
+    to templates), and that universal-auth identity (the seed's ``test-client``)."""
     cp.apply(
         {
             "apiVersion": "v1",
@@ -140,7 +155,7 @@ def universal_identity(cp: ControlPlane, namespace: str, name: str = "uni") -> N
             "metadata": {
                 "name": f"{name}-creds",
                 "namespace": namespace,
-                "annotations": {ALLOWED_IDENTITIES: name},
+                "annotations": opt_ins(name, templates=templates),
             },
             "stringData": {"clientSecret": "test-client-secret"},
         }

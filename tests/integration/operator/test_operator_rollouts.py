@@ -92,9 +92,31 @@ def test_rollouts_happen_only_on_real_change(
         lambda: secret_data(control_plane, namespace, "other") == {"K": "unrelated-value-2"},
         what="the unrelated change",
     )
+    # A spec edit re-keys the data HMAC (status and annotation change) but leaves the data alone.
+    before = (harness.get(control_plane, "secretsync", "app", namespace) or {})["status"]["dataHMAC"]
+    harness.secret_sync(
+        control_plane,
+        namespace,
+        "app",
+        sources=[source(path)],
+        rolloutRestartTargets=[{"kind": "Deployment", "name": "api"}],
+        refreshInterval="10m",
+    )
+    eventually(
+        lambda: (
+            (harness.get(control_plane, "secretsync", "app", namespace) or {})
+            .get("status", {})
+            .get("dataHMAC")
+            not in (None, before)
+        ),
+        what="the edited SecretSync's new data HMAC",
+    )
     operator.restart()
     time.sleep(COOLDOWN + 2)
-    assert _replicasets(control_plane, namespace, "web") == 2, "unrelated change or restart caused a rollout"
+    assert _replicasets(control_plane, namespace, "web") == 2, (
+        "unrelated change, edit or restart caused a rollout"
+    )
+    assert _replicasets(control_plane, namespace, "api") == 2, "the edit restarted the explicit target"
 
     # A change after a quiet period rolls at once and starts the cooldown; three more changes
     # inside that cooldown coalesce into exactly one rollout at its end.

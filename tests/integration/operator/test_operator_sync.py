@@ -141,7 +141,7 @@ def test_templates_types_and_render_errors(
     service.set_secret(PROJECT_ID, "dev", path, "CERT", "cert-pem-1")
     service.set_secret(PROJECT_ID, "dev", path, "KEY", "key-pem-1")
     service.set_secret(PROJECT_ID, "dev", path, "USER", "template-user-1")
-    harness.kubernetes_identity(control_plane, namespace)
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     harness.secret_sync(
         control_plane,
         namespace,

@@ -95,7 +95,7 @@ def test_a_template_bomb_delays_no_one(
 ) -> None:
     path = f"/{canary_namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "VALUE", "canary-value-0")
-    harness.kubernetes_identity(control_plane, canary_namespace)
+    harness.kubernetes_identity(control_plane, canary_namespace, templates=True)
     harness.secret_sync(
         control_plane,
         canary_namespace,
@@ -109,8 +109,9 @@ def test_a_template_bomb_delays_no_one(
         ),
         what="the canary's first sync",
     )
-    # The tenant's namespace owner set up an identity; the tenant brings the templates.
-    harness.kubernetes_identity(control_plane, namespace)
+    # The tenant's namespace owner set up an identity, opted in to templates (without that the
+    # bombs would be TemplatesNotAllowed, unrendered); the tenant brings the templates.
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     bombs = {"cpu-bomb": CPU_BOMB, "memory-bomb": MEMORY_BOMB, "issue-bomb": ISSUE_BOMB}
 
     with Prober(f"http://127.0.0.1:{operator.liveness_port}/healthz") as prober:

@@ -101,7 +101,8 @@ def test_merge_into_a_secret_that_did_not_opt_in_writes_nothing(
 ) -> None:
     path = f"/{namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "HEAP", "heap-size-value-1")
-    harness.kubernetes_identity(control_plane, namespace)
+    # Templates allowed: the worst case, and the Merge opt-in is what must refuse.
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     before = admin_secret(
         control_plane, namespace, "db-creds", {"username": "app", "password": "db-password-not-ours-1"}
     )
@@ -142,7 +143,7 @@ def test_merge_into_a_secret_whose_owner_opted_in(
 ) -> None:
     path = f"/{namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "HEAP", "heap-size-value-2")
-    harness.kubernetes_identity(control_plane, namespace)
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     admin_secret(
         control_plane, namespace, "db-creds", {"username": "app", "password": "db-password-not-ours-2"}
     )

@@ -45,7 +45,7 @@ def test_defaults() -> None:
     assert list(d.string_data) == ["A", "B"]  # sorted
     assert d.labels == {labels.MANAGED_BY_LABEL: "secretferry", labels.SYNC_LABEL: "app"}
     assert d.annotations == {labels.DATA_HMAC_ANNOTATION: d.data_hmac}
-    assert d.data_hmac == desired.data_hmac({"A": "1", "B": "2"}, KEY)
+    assert d.data_hmac == desired.data_hmac({"A": "1", "B": "2"}, desired.sync_key(KEY, sync()))
     assert d.owner == desired.OwnerReference(
         api_version="secretferry.io/v1alpha1", kind="SecretSync", name="app", uid="uid-1"
     )
@@ -314,6 +314,56 @@ def test_data_hmac_is_order_independent_keyed_and_matches_spec(data: dict[str, s
     assert digest != desired.data_hmac(data, b"other-key")
     canonical = json.dumps(sorted(data.items()), ensure_ascii=False, separators=(",", ":")).encode()
     assert digest == hmac.new(KEY, canonical, hashlib.sha256).hexdigest()
+
+
+# --- the data HMAC is keyed per object and spec generation ------------------------------------------
+
+SAME_META = {"name": "app", "namespace": "team-a", "uid": "uid-1", "generation": 3}
+
+
+@pytest.mark.parametrize(
+    ("other", "comparable"),
+    [
+        ({}, True),  # the same SecretSync at the same generation: a change of data shows
+        ({"namespace": "team-b"}, False),  # equal data in another namespace
+        ({"name": "guess"}, False),  # equal data in another SecretSync of the namespace
+        ({"uid": "uid-2"}, False),  # the same name, deleted and created again
+        ({"generation": 4}, False),  # the same SecretSync after an edit (a new template)
+        ({"generation": 2}, False),
+    ],
+)
+def test_equal_data_gives_equal_hmacs_only_in_one_object_at_one_generation(
+    other: dict[str, Any], comparable: bool
+) -> None:
+    data = {"password": "Y"}
+    first = desired.build_desired(sync(None, **SAME_META), [Fetched(data)], hmac_key=KEY)
+    second = desired.build_desired(sync(None, **{**SAME_META, **other}), [Fetched(data)], hmac_key=KEY)
+    assert (first.data_hmac == second.data_hmac) is comparable
+    assert first.annotations[labels.DATA_HMAC_ANNOTATION] == first.data_hmac
+
+
+@pytest.mark.parametrize(
+    ("meta", "label"),
+    [
+        (SAME_META, ["secretferry.io/data-hmac/v2", "team-a", "app", "uid-1", 3]),
+        # Fields are separated, not concatenated: moving a character between them is another key.
+        (
+            {**SAME_META, "namespace": "team-ap", "name": "p"},
+            ["secretferry.io/data-hmac/v2", "team-ap", "p", "uid-1", 3],
+        ),
+    ],
+)
+def test_object_key_is_an_hmac_of_the_object_under_the_operator_key(
+    meta: dict[str, Any], label: list[Any]
+) -> None:
+    text = json.dumps(label, separators=(",", ":")).encode()
+    assert desired.sync_key(KEY, sync(None, **meta)) == hmac.new(KEY, text, hashlib.sha256).digest()
+
+
+def test_the_published_hmac_is_not_the_operator_keyed_one() -> None:
+    """The HMAC under the operator's own key is what any two objects could be compared by."""
+    d = desired.build_desired(sync(None, **SAME_META), [Fetched({"A": "1"})], hmac_key=KEY)
+    assert d.data_hmac != desired.data_hmac({"A": "1"}, KEY)
 
 
 @given(

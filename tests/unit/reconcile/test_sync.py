@@ -35,6 +35,8 @@ from secretferry.reconcile import (
     state,
     sync,
     sync_intake,
+    template_trust,
+    tenancy,
 )
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import identities as ident_mod
@@ -71,6 +73,7 @@ NEXT_TRY: dict[str, str | None] = {
     reasons.IDENTITY_NOT_FOUND: None,  # its creation is an identity event, which requeues
     reasons.IDENTITY_NOT_READY: None,
     reasons.IDENTITY_NOT_ALLOWED: BACKOFF,  # namespace labels are not watched
+    reasons.TEMPLATES_NOT_ALLOWED: BACKOFF,  # a ServiceAccount's or Secret's opt-in is not watched
     reasons.SERVICE_UNAVAILABLE: BACKOFF,
     reasons.RATE_LIMITED: BACKOFF,
     reasons.FORBIDDEN: REFRESH,
@@ -201,6 +204,16 @@ class World:
         """Time passes: every scope is due for its resync (which marks it stale), backoffs end."""
         self.clock.now += LATER_SECONDS
         self.deps.scopes.due(self.clock.now, streaming_seconds=SETTINGS.streaming_refresh_interval_seconds)
+
+    def credentials(self, *, allow_templates: str | None) -> None:
+        """The identity's token Secret, opted in to the identity and, if given, to templates."""
+        annotations = {tenancy.ALLOWED_IDENTITIES_ANNOTATION: "id"}
+        if allow_templates is not None:
+            annotations[template_trust.ALLOW_TEMPLATES_ANNOTATION] = allow_templates
+        meta = {"name": "token", "namespace": NAMESPACE, "annotations": annotations}
+        self.apiserver.put(
+            objects.path("Secret", NAMESPACE, "token"), {"metadata": meta, "data": {"token": b64("t")}}
+        )
 
     # --- what the fakes recorded --------------------------------------------------------------
     def target_writes(self) -> list[tuple[str, str]]:
@@ -546,6 +559,7 @@ async def test_a_template_with_an_undefined_variable_is_a_template_error_and_wri
     world: World,
 ) -> None:
     template = {"data": {"url": "postgres://{{ DB_USER }}:{{ DB_PASS }}@{{ NO_SUCH_SECRET }}/db"}}
+    world.credentials(allow_templates="id")
     try:
         delay = await world.run(sync_body(target={"template": template}))
     finally:
@@ -556,6 +570,48 @@ async def test_a_template_with_an_undefined_variable_is_a_template_error_and_wri
     assert "'url'" in ready["message"]
     assert_delay(reasons.TEMPLATE_ERROR, delay)
     assert world.target_writes() == []
+
+
+async def test_a_template_its_identity_was_not_opted_in_to_is_refused_before_anything_is_fetched(
+    world: World,
+) -> None:
+    world.credentials(allow_templates=None)
+    # The recovery attack's probe: one bit of a value, as Y or N.
+    template = {"data": {"bit": "{{ 'Y' if DB_PASS[0] in 'abcdefgh' else 'N' }}"}}
+
+    delay = await world.run(sync_body(target={"template": template}))
+
+    ready = world.ready()
+    assert (ready["status"], ready["reason"]) == ("False", reasons.TEMPLATES_NOT_ALLOWED)
+    assert f"Secret {NAMESPACE}/token" in ready["message"]
+    assert "secretferry.io/allow-templates" in ready["message"]
+    assert world.service.calls == 0
+    assert world.target_writes() == []
+    assert "dataHMAC" not in world.status_patches()[-1]
+    assert_delay(reasons.TEMPLATES_NOT_ALLOWED, delay)
+
+
+async def test_a_spec_edit_that_keeps_the_data_rewrites_the_hmac_but_restarts_nothing(world: World) -> None:
+    """The data HMAC is keyed per generation: an edit changes it, and only new data restarts."""
+    changed: list[str] = []
+    world.deps.rollouts.data_changed = lambda sync, name, hmac, regarding: changed.append(name)  # type: ignore[method-assign]
+    await synced(world)
+    before = world.entry.status["dataHMAC"]
+
+    await world.run(sync_body(generation=2, refreshInterval="10m"))
+
+    (status,) = world.status_patches()
+    assert status["dataHMAC"] != before
+    assert world.target_writes() == [("PATCH", SECRET_PATH)]  # the annotation carrying the HMAC
+    annotations = world.apiserver.objects[SECRET_PATH]["metadata"]["annotations"]
+    assert annotations[labels.DATA_HMAC_ANNOTATION] == status["dataHMAC"]
+    assert changed == []
+
+    world.kube.calls.clear()
+    world.service.secrets["DB_PASS"] = CHANGED_VALUE
+    world.later()
+    await world.run()
+    assert changed == [NAME]
 
 
 # --- Events -----------------------------------------------------------------------------------------
