@@ -52,8 +52,9 @@ _LISTED_HOSTS_MAX: Final = 5  # a status message names a few allowed hosts, not 
 @dataclass(frozen=True)
 class HostPolicy:
     default: origins.ServiceURL
-    allowed: frozenset[origins.Origin]
-    """The origins a namespaced identity may use, the default's included."""
+    allowed: frozenset[origins.ServiceURL]
+    """What a namespaced identity may use, the default included: scheme, host and port, all
+    three compared (``http://host:443`` is not ``https://host:443``)."""
     allow_insecure_http: bool = False
     token_requests_enabled: bool = True
     """Whether Kubernetes auth may mint tokens at all (install-wide, like the hosts; hence here)."""
@@ -64,7 +65,7 @@ class HostPolicy:
         extra = origins.parse_list(settings.allowed_hosts)
         return cls(
             default=default,
-            allowed=frozenset([default.origin, *extra]),
+            allowed=frozenset([default, *extra]),
             allow_insecure_http=settings.allow_insecure_http,
             token_requests_enabled=settings.token_requests_enabled,
         )
@@ -82,12 +83,13 @@ def check_host(host_api: str | None, *, namespaced: bool, policy: HostPolicy) ->
                 reasons.HOST_NOT_ALLOWED,
                 f"spec.hostAPI is not a plain http(s) URL ({exc}); nothing was sent",
             )
-    if namespaced and url.origin not in policy.allowed:
+    if namespaced and url not in policy.allowed:
         listed = sorted(str(o) for o in policy.allowed)
         shown = ", ".join(listed[:_LISTED_HOSTS_MAX]) + (", …" if len(listed) > _LISTED_HOSTS_MAX else "")
         return problems.Problem(
             reasons.HOST_NOT_ALLOWED,
-            f"spec.hostAPI {url} is not an allowed service host: a MachineIdentity may send "
+            f"spec.hostAPI {url} is not an allowed service host (scheme, host and port are compared): "
+            f"a MachineIdentity may send "
             f"credentials only to the operator's default host or a host in {_ALLOWED_HOSTS_SETTING} "
             f"(allowed: {shown}); nothing was sent",
         )
