@@ -9,6 +9,11 @@ Isolation is decided here too: a namespaced MachineIdentity serves only its own 
 ClusterMachineIdentity serves the namespaces its ``allowedNamespaces`` admits. And what a
 namespaced identity may do with credentials (``tenancy``: allowed hosts, token audience, opt-in
 of the ServiceAccount or Secret) is checked before anything is read, minted or sent.
+
+Both are kept current by watches (identity_intake.py): namespace labels, so a label change admits
+or refuses a namespace at once, and the opt-in annotations of the objects namespaced identities
+rely on, so consent taken back ends the session (token revoked) at once, and consent given
+logs in at once.
 """
 
 from __future__ import annotations
@@ -72,6 +77,10 @@ class IdentityEntry:
     """Why this identity may not be used at all (tenancy checks on its spec): nothing is sent."""
     notes: tuple[str, ...] = ()
     """What the operator changed from the spec (a capped token lifetime), for the Ready message."""
+    consents: dict[tenancy.CredentialRef, bool] = field(default_factory=dict)
+    """Whether each object it relies on opted in, as last seen by the watch (namespaced only)."""
+    withdrawn: dict[tenancy.CredentialRef, problems.Problem] = field(default_factory=dict)
+    """Objects whose opt-in the watch saw missing: while any is, no session and no login."""
 
 
 @dataclass
@@ -123,6 +132,9 @@ class IdentityRegistry:
         # period runs): shutdown revokes them at once. Weak: once revoked, nothing keeps them.
         self._retiring: weakref.WeakSet[auth.AuthSession] = weakref.WeakSet()
         self._ns_labels: dict[str, tuple[float, dict[str, str]]] = {}
+        # Namespace labels as the namespace watch delivers them; trusted once it listed all.
+        self._ns_watched: dict[str, dict[str, str]] = {}
+        self._ns_listed = False
         self._hosts = tenancy.HostPolicy.from_settings(settings)
 
     # --- intake (from the kopf handlers) ----------------------------------------------------
@@ -160,8 +172,11 @@ class IdentityRegistry:
         if entry is not None and entry.session is not None:
             self._retire(entry.session)
 
-    def _retire(self, session: auth.AuthSession) -> None:
-        session.retire()
+    def _retire(self, session: auth.AuthSession, *, at_once: bool = False) -> None:
+        if at_once:
+            session.retire(grace_seconds=0.0, why="credentials no longer opted in")
+        else:
+            session.retire()
         self._retiring.add(session)
 
     def get(self, key: IdentityKey) -> IdentityEntry | None:
@@ -204,9 +219,38 @@ class IdentityRegistry:
                 reasons.IDENTITY_NOT_READY,
                 f"{ref.kind} {ref.name!r} is refused ({entry.refusal.reason}): {entry.refusal.message}",
             )
+        if entry.withdrawn:
+            withdrawn = next(iter(entry.withdrawn.values()))
+            raise problems.Problem(
+                reasons.IDENTITY_NOT_READY,
+                f"{ref.kind} {ref.name!r} is not Ready ({withdrawn.reason}): {withdrawn.message}",
+                # The watch requeues this SecretSync when the opt-in is back; the retry is a
+                # safety net for a watch that is down.
+                retriable=True,
+            )
         return entry
 
+    # --- namespace labels (the namespace watch in identity_intake.py) ----------------------------
+    def namespace_seen(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Record a namespace's labels from the watch; whether they differ from what it said before."""
+        previous = self._ns_watched.get(name)
+        self._ns_watched[name] = dict(labels)
+        return previous is not None and previous != labels
+
+    def namespace_gone(self, name: str) -> None:
+        self._ns_watched.pop(name, None)
+
+    def namespaces_listed(self, seen: set[str]) -> None:
+        """A complete listing: what it did not name is gone, and the watched labels are trusted."""
+        for name in set(self._ns_watched) - seen:
+            del self._ns_watched[name]
+        self._ns_listed = True
+
     async def _namespace_labels(self, namespace: str) -> dict[str, str]:
+        """From the namespace watch once it listed; before (or for a namespace it has not
+        delivered yet) one GET, reused for a while."""
+        if self._ns_listed and namespace in self._ns_watched:
+            return self._ns_watched[namespace]
         cached = self._ns_labels.get(namespace)
         now = self._clock()
         if cached is not None and now - cached[0] < _NAMESPACE_LABELS_TTL_SECONDS:
@@ -222,15 +266,50 @@ class IdentityRegistry:
         self._ns_labels[namespace] = (now, labels)
         return labels
 
+    # --- consent (the credential watches in identity_intake.py) --------------------------------
+    def consent_seen(
+        self, kind: str, namespace: str, name: str, annotations: Mapping[str, str] | None
+    ) -> tuple[list[IdentityEntry], list[IdentityEntry]]:
+        """A watched ServiceAccount or Secret as it is now (``None``: deleted). Returns the
+        namespaced identities that just lost its consent (their session is dropped and its token
+        revoked at once) and those whose every withdrawn consent is back (to log in again)."""
+        lost: list[IdentityEntry] = []
+        back: list[IdentityEntry] = []
+        for entry in self._entries.values():
+            if entry.key[0] != MACHINE or entry.key[1] != namespace or entry.model is None:
+                continue
+            ref = (kind, name)
+            if ref not in tenancy.credential_refs(entry.model.spec):
+                continue
+            opted = annotations is not None and tenancy.opted_in(annotations, entry.key[2])
+            previous, entry.consents[ref] = entry.consents.get(ref), opted
+            if opted == previous:
+                continue
+            if not opted:
+                entry.withdrawn[ref] = _not_opted_in(entry, kind, namespace=namespace, name=name)
+                if entry.session is not None:
+                    self._retire(entry.session, at_once=True)
+                    entry.session = None
+                lost.append(entry)
+                continue
+            regained = entry.withdrawn.pop(ref, None) is not None or _credentials_failed(entry)
+            if regained and not entry.withdrawn:
+                back.append(entry)
+        return lost, back
+
     # --- sessions -----------------------------------------------------------------------------
     async def session(self, entry: IdentityEntry) -> auth.AuthSession:
         """The shared login session of ``entry``, built on first use.
 
-        A refused identity gets none: the refusal is raised before any Secret is read.
+        A refused identity gets none: the refusal is raised before any Secret is read; nor does
+        one whose ServiceAccount or Secret took its opt-in back (``consent_seen``).
         """
         if entry.refusal is not None:
             refusal = entry.refusal  # a new instance per raise: tracebacks would pile up on one
             raise problems.Problem(refusal.reason, refusal.message, retriable=refusal.retriable)
+        if entry.withdrawn:
+            withdrawn = next(iter(entry.withdrawn.values()))
+            raise problems.Problem(withdrawn.reason, withdrawn.message, retriable=withdrawn.retriable)
         if entry.session is not None:
             return entry.session
         async with entry.building:
@@ -269,6 +348,14 @@ class IdentityRegistry:
             if entry.key[0] == MACHINE and not tenancy.opted_in(secret.annotations, entry.key[2]):
                 raise _not_opted_in(entry, "Secret", namespace=namespace, name=ref.name)
             return secret.value(ref.key)
+        except kube_errors.SecretKeyMissing as exc:  # only of a Secret that opted in (or a cluster one)
+            raise _credentials_problem(f"{key_str(entry.key)}: {exc}") from exc
+        except kube_errors.NotFound as exc:
+            if entry.key[0] == MACHINE:  # missing and not opted in read the same (tenancy.not_opted_in)
+                raise _not_opted_in(entry, "Secret", namespace=namespace, name=ref.name) from None
+            raise _credentials_problem(
+                f"{key_str(entry.key)}: cannot read key {ref.key!r} of Secret {namespace}/{ref.name}: {exc}"
+            ) from exc
         except kube_errors.KubeError as exc:
             raise _credentials_problem(
                 f"{key_str(entry.key)}: cannot read key {ref.key!r} of Secret {namespace}/{ref.name}: {exc}"
@@ -354,6 +441,8 @@ class IdentityRegistry:
         """Raise unless ServiceAccount ``namespace/name`` names ``entry`` in its opt-in annotation."""
         try:
             annotations = await serviceaccounts.read_annotations(self._kube, namespace=namespace, name=name)
+        except kube_errors.NotFound:  # missing and not opted in read the same (tenancy.not_opted_in)
+            raise _not_opted_in(entry, "ServiceAccount", namespace=namespace, name=name) from None
         except kube_errors.KubeError as exc:
             raise _credentials_problem(f"{key_str(entry.key)}: cannot read ServiceAccount: {exc}") from exc
         if not tenancy.opted_in(annotations, entry.key[2]):
@@ -378,9 +467,16 @@ def _not_opted_in(entry: IdentityEntry, kind: str, *, namespace: str, name: str)
     )
 
 
+def _credentials_failed(entry: IdentityEntry) -> bool:
+    """Whether the identity's last reported login failed on its credentials (worth a new try
+    once an object it relies on opted in)."""
+    failed = (reasons.CREDENTIALS_NOT_OPTED_IN, reasons.CREDENTIALS_NOT_FOUND)
+    return entry.reported is not None and entry.reported[1] in failed
+
+
 def _credentials_problem(message: str) -> problems.Problem:
-    """A referenced Secret or ServiceAccount is missing or unreadable. Retriable: neither is
-    watched, so its creation (or the RBAC to read it) is noticed by trying again."""
+    """A referenced Secret or ServiceAccount is unreadable, a cluster identity's is missing, or
+    a key is. Retriable: the RBAC to read it, or the key, is noticed by trying again."""
     return problems.Problem(reasons.CREDENTIALS_NOT_FOUND, message, retriable=True)
 
 
