@@ -33,13 +33,12 @@ from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
-from secretferry.kube import namespaces as kube_namespaces
 from secretferry.kube import secretrefs, serviceaccounts, tokens
 from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import identity as identity_models
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import problems, reasons, tenancy
+from secretferry.reconcile import namespace_labels, problems, reasons, tenancy
 from secretferry.service import auth, health
 from secretferry.service import client as service_client
 
@@ -50,7 +49,6 @@ CLUSTER = identity_models.CLUSTER_MACHINE_IDENTITY_KIND
 # The collections each kind is listed, watched and status-patched in.
 PLURALS = {MACHINE: "machineidentities", CLUSTER: "clustermachineidentities"}
 _RETIRE_GRACE_CALLS = 3  # a reconcile makes a few calls in a row (slug, one list per source)
-_NAMESPACE_LABELS_TTL_SECONDS = 30.0  # label changes on namespaces are rare; one GET per 30 s at most
 
 IdentityKey = tuple[str, str, str]  # (kind, namespace or "", name)
 
@@ -123,7 +121,6 @@ class IdentityRegistry:
     ) -> None:
         self._kube = kube
         self._settings = settings
-        self._clock = clock
         self._entries: dict[IdentityKey, IdentityEntry] = {}
         self._pool = _ClientPool(
             timeout_seconds=settings.service_timeout_seconds, on_host_recovered=on_host_recovered
@@ -131,10 +128,8 @@ class IdentityRegistry:
         # Sessions of changed or removed identities whose token is not revoked yet (its grace
         # period runs): shutdown revokes them at once. Weak: once revoked, nothing keeps them.
         self._retiring: weakref.WeakSet[auth.AuthSession] = weakref.WeakSet()
-        self._ns_labels: dict[str, tuple[float, dict[str, str]]] = {}
-        # Namespace labels as the namespace watch delivers them; trusted once it listed all.
-        self._ns_watched: dict[str, dict[str, str]] = {}
-        self._ns_listed = False
+        self.namespaces = namespace_labels.NamespaceLabels(kube, clock=clock)
+        """Kept current by the namespace watch (identity_intake.py)."""
         self._hosts = tenancy.HostPolicy.from_settings(settings)
 
     # --- intake (from the kopf handlers) ----------------------------------------------------
@@ -205,13 +200,14 @@ class IdentityRegistry:
         if isinstance(entry.model, identity_models.ClusterMachineIdentity):
             spec = entry.model.spec
             assert isinstance(spec, identity_models.ClusterMachineIdentitySpec)
-            labels = await self._namespace_labels(namespace) if spec.allowed_namespaces else {}
+            labels = await self.namespaces.get(namespace) if spec.allowed_namespaces else {}
             if not spec.allows_namespace(namespace, labels):
                 raise problems.Problem(
                     reasons.IDENTITY_NOT_ALLOWED,
                     f"ClusterMachineIdentity {ref.name!r} does not admit namespace {namespace!r} "
                     "(spec.allowedNamespaces)",
-                    # Namespace labels are not watched: a label that admits it is noticed by trying again.
+                    # Namespace labels are watched (a change requeues at once); retrying also
+                    # covers a watch that is down.
                     retriable=True,
                 )
         if entry.refusal is not None:
@@ -229,42 +225,6 @@ class IdentityRegistry:
                 retriable=True,
             )
         return entry
-
-    # --- namespace labels (the namespace watch in identity_intake.py) ----------------------------
-    def namespace_seen(self, name: str, labels: Mapping[str, str]) -> bool:
-        """Record a namespace's labels from the watch; whether they differ from what it said before."""
-        previous = self._ns_watched.get(name)
-        self._ns_watched[name] = dict(labels)
-        return previous is not None and previous != labels
-
-    def namespace_gone(self, name: str) -> None:
-        self._ns_watched.pop(name, None)
-
-    def namespaces_listed(self, seen: set[str]) -> None:
-        """A complete listing: what it did not name is gone, and the watched labels are trusted."""
-        for name in set(self._ns_watched) - seen:
-            del self._ns_watched[name]
-        self._ns_listed = True
-
-    async def _namespace_labels(self, namespace: str) -> dict[str, str]:
-        """From the namespace watch once it listed; before (or for a namespace it has not
-        delivered yet) one GET, reused for a while."""
-        if self._ns_listed and namespace in self._ns_watched:
-            return self._ns_watched[namespace]
-        cached = self._ns_labels.get(namespace)
-        now = self._clock()
-        if cached is not None and now - cached[0] < _NAMESPACE_LABELS_TTL_SECONDS:
-            return cached[1]
-        try:
-            labels = await kube_namespaces.labels(self._kube, namespace)
-        except kube_errors.KubeError as exc:
-            raise problems.Problem(
-                reasons.KUBERNETES_ERROR,
-                f"cannot read the labels of namespace {namespace!r} (spec.allowedNamespaces): {exc}",
-                retriable=True,
-            ) from exc
-        self._ns_labels[namespace] = (now, labels)
-        return labels
 
     # --- consent (the credential watches in identity_intake.py) --------------------------------
     def consent_seen(

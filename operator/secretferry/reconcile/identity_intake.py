@@ -131,15 +131,15 @@ class IdentityIntake:
     def namespace_event(self, event: watching.WatchEvent, seen: set[str]) -> None:
         """One namespace event; ``seen`` collects the names of the listing under way."""
         if event.type == "SYNCED":
-            self._identities.namespaces_listed(seen)
+            self._identities.namespaces.listed(seen)
             seen.clear()
             return
         name = str((event.object.get("metadata") or {}).get("name", ""))
         if event.type == "DELETED":
-            self._identities.namespace_gone(name)
+            self._identities.namespaces.gone(name)
             return
         seen.add(name)
-        if self._identities.namespace_seen(name, kube_namespaces.labels_of(event.object)):
+        if self._identities.namespaces.seen(name, kube_namespaces.labels_of(event.object)):
             self._requeue(
                 [k for k, e in self._syncs.items() if k[0] == name and _identity_kind(e) == ident_mod.CLUSTER]
             )

@@ -374,16 +374,16 @@ async def test_watched_namespace_labels_take_effect_at_once(world: World) -> Non
         ident_mod.CLUSTER, cluster(allowedNamespaces={"selector": {"matchLabels": {"tenant": "yes"}}})
     )
     sync = secret_sync("team-a", kind="ClusterMachineIdentity", name="shared")
-    assert world.registry.namespace_seen("team-a", {"tenant": "yes"}) is False  # first sight: no change
-    world.registry.namespaces_listed({"team-a"})
+    assert world.registry.namespaces.seen("team-a", {"tenant": "yes"}) is False  # first sight: no change
+    world.registry.namespaces.listed({"team-a"})
     await world.registry.resolve(sync)
 
-    assert world.registry.namespace_seen("team-a", {}) is True
+    assert world.registry.namespaces.seen("team-a", {}) is True
     found = await problem(world.registry.resolve(sync))
     assert found.reason == reasons.IDENTITY_NOT_ALLOWED
-    assert world.registry.namespace_seen("team-a", {"tenant": "yes"}) is True
+    assert world.registry.namespaces.seen("team-a", {"tenant": "yes"}) is True
     await world.registry.resolve(sync)
-    assert world.registry.namespace_seen("team-a", {"tenant": "yes"}) is False  # unchanged
+    assert world.registry.namespaces.seen("team-a", {"tenant": "yes"}) is False  # unchanged
     assert world.gets("namespaces") == []
 
 
@@ -391,7 +391,7 @@ async def test_a_namespace_the_watch_has_not_delivered_is_read_once(world: World
     world.registry.upsert(
         ident_mod.CLUSTER, cluster(allowedNamespaces={"selector": {"matchLabels": {"a": "b"}}})
     )
-    world.registry.namespaces_listed(set())
+    world.registry.namespaces.listed(set())
     world.put_namespace("new", {"a": "b"})
     await world.registry.resolve(secret_sync("new", kind="ClusterMachineIdentity", name="shared"))
     assert world.gets("namespaces") == ["/api/v1/namespaces/new"]
