@@ -14,8 +14,11 @@ the 30 s label cache): before the watches, the token stayed live and the namespa
 
 from __future__ import annotations
 
+from typing import Any
+
 import harness
 import pytest
+import tenant
 from harness import IDENTITY_ID, PROJECT_ID, UNIVERSAL_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
@@ -31,6 +34,11 @@ AT_ONCE_SECONDS = 10.0  # well under 300 s (logins) and 30 s (the old label cach
 def _identity_reason(cp: ControlPlane, namespace: str, name: str) -> str | None:
     cond = harness.ready(cp, namespace, name, kind="machineidentity") or {}
     return cond.get("reason")
+
+
+def _identity_condition(cp: ControlPlane, namespace: str, name: str, reason: str) -> dict[str, Any] | None:
+    cond = harness.ready(cp, namespace, name, kind="machineidentity")
+    return cond if cond and cond.get("reason") == reason else None
 
 
 def _sync_reason(cp: ControlPlane, namespace: str, name: str) -> str | None:
@@ -175,3 +183,44 @@ def test_a_namespace_label_change_takes_effect_at_once(
         )
     finally:
         control_plane.kubectl("delete", "clustermachineidentity", name, check=False)
+
+
+def test_a_tenant_cannot_tell_a_missing_secret_from_one_that_did_not_opt_in(
+    control_plane: ControlPlane,
+    operator: OperatorProcess,
+    service: DevServer,
+    namespace: str,
+    hostile: tenant.Tenant,
+) -> None:
+    """Issue 20: CredentialsNotFound vs CredentialsNotOptedIn told a tenant which Secret names
+    exist. Both identities now read the same, names aside."""
+    control_plane.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "admin-token", "namespace": namespace},
+            "stringData": {"token": "admin-only-token-value"},
+        }
+    )
+    harness.VALUES.add("admin-only-token-value")
+    for name, secret in (("probe-exists", "admin-token"), ("probe-missing", "no-such-token")):
+        hostile.apply(
+            {
+                "apiVersion": "secretferry.io/v1alpha1",
+                "kind": "MachineIdentity",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"auth": {"accessToken": {"secretRef": {"name": secret, "key": "token"}}}},
+            }
+        )
+    exists = eventually(
+        lambda: _identity_condition(control_plane, namespace, "probe-exists", "CredentialsNotOptedIn"),
+        what="the identity naming an existing Secret refused",
+    )
+    missing = eventually(
+        lambda: _identity_condition(control_plane, namespace, "probe-missing", "CredentialsNotOptedIn"),
+        what="the identity naming a missing Secret refused",
+    )
+    assert exists["message"].replace("probe-exists", "X").replace("admin-token", "S") == (
+        missing["message"].replace("probe-missing", "X").replace("no-such-token", "S")
+    )
+    harness.assert_no_values_leaked(control_plane, operator)
