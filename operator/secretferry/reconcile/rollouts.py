@@ -70,11 +70,17 @@ def refusal(workload: workloads.Workload, *, sync_name: str, secret_name: str) -
     auto = workload.annotations.get(workloads.AUTO_RELOAD_ANNOTATION) == "true"
     if auto and workloads.references_secret(workload.pod_spec, secret_name):
         return None
+    return _not_opted_in(workload.kind, workload.name, sync_name=sync_name, secret_name=secret_name)
+
+
+def _not_opted_in(kind: str, name: str, *, sync_name: str, secret_name: str) -> str:
+    """The same words for a workload that did not opt in and one that does not exist: a
+    SecretSync's author must not learn through us which workloads exist."""
     return (
-        f"{workload.kind} {workload.name} has not opted in: it is restarted for SecretSync "
+        f"{kind} {name} does not exist or has not opted in: it is restarted for SecretSync "
         f"{sync_name!r} only when annotated {workloads.RESTART_ON_ANNOTATION} listing {sync_name!r}, "
         f'or {workloads.AUTO_RELOAD_ANNOTATION}: "true" while its pods read Secret {secret_name!r} '
-        f"(someone who may edit that {workload.kind} sets it); not restarted"
+        f"(someone who may edit that {kind} sets it); not restarted"
     )
 
 
@@ -211,8 +217,11 @@ class RolloutManager:
                     raise
                 break
         except kube_errors.NotFound:
-            log.info("rollout target %s %s/%s does not exist; skipped", kind, namespace, name, extra=fields)
-            return
+            admitted = []
+            refused = [
+                (r, _not_opted_in(kind, name, sync_name=r.sync_name, secret_name=r.secret_name))
+                for r in pending.requests.values()
+            ]
         except kube_errors.KubeError as exc:
             log.warning("rollout restart of %s %s/%s failed: %s", kind, namespace, name, exc, extra=fields)
             return

@@ -178,14 +178,19 @@ async def test_an_explicit_target_that_did_not_opt_in_is_not_restarted() -> None
     kube = FakeKube([_deployment("web", "unrelated", {}), _deployment("api", "unrelated", {})])
     manager = rollouts.RolloutManager(kube, cooldown_seconds=0.0, instance="test")  # type: ignore[arg-type]
     ref: Any = REF
-    targets = [{"kind": "Deployment", "name": "web"}, {"kind": "Deployment", "name": "api"}]
+    targets = [{"kind": "Deployment", "name": n} for n in ("web", "api", "ghost")]
     manager.data_changed(_sync("team", "app", rolloutRestartTargets=targets), "s0", "h0", ref)
     await asyncio.sleep(10)  # virtual
     assert manager.restarts == 0
     assert [m for m, _ in kube.calls if m == "PATCH"] == []
-    assert [e["reason"] for e in kube.events] == ["RolloutNotOptedIn", "RolloutNotOptedIn"]
+    assert [e["reason"] for e in kube.events] == ["RolloutNotOptedIn"] * 3
     assert all(e["type"] == "Warning" and "secretferry.io/restart-on" in e["note"] for e in kube.events)
+    # A workload that does not exist reads the same as one that did not opt in: no existence oracle.
+    notes = {e["note"].split(" ", 2)[1]: e["note"] for e in kube.events}  # workload name → note
+    assert notes["api"].replace("Deployment api", "X") == notes["ghost"].replace("Deployment ghost", "X")
+    kube.events.clear()
     kube.deployments[0]["metadata"]["annotations"] = {"secretferry.io/restart-on": "app"}
+    targets = targets[:2]
     manager.data_changed(_sync("team", "app", rolloutRestartTargets=targets), "s0", "h1", ref)
     await asyncio.sleep(10)  # virtual
     await manager.close()
