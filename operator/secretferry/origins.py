@@ -52,17 +52,24 @@ def parse_url(url: str) -> ServiceURL:
     return ServiceURL(scheme, _origin(parts, default_port=_DEFAULT_PORTS[scheme]))
 
 
-def parse_entry(entry: str) -> Origin:
-    """An allow-list entry: a URL, or ``host[:port]`` (port 443 when omitted: https is the norm)."""
+def parse_entry(entry: str) -> ServiceURL:
+    """An allow-list entry: a URL, or ``host[:port]``, which means https (port 443 when omitted).
+
+    The scheme is part of the entry: an allowed ``https://host:443`` must not admit
+    ``http://host:443`` (with ``SECRETFERRY_ALLOW_INSECURE_HTTP`` on, that would send credentials
+    in clear text to the port of a TLS listener, or to whatever answers plain http there). A bare
+    ``host[:port]`` stands for https, the norm; plain http must be written out as a URL.
+    """
     entry = entry.strip()
     if "://" in entry:
-        return parse_url(entry).origin
+        return parse_url(entry)
     if any(c.isspace() or not c.isprintable() for c in entry) or "/" in entry:
         raise ValueError("not host[:port]")
-    return _origin(urllib.parse.urlsplit(f"//{entry}"), default_port=_DEFAULT_PORTS["https"])
+    https = "https"
+    return ServiceURL(https, _origin(urllib.parse.urlsplit(f"//{entry}"), default_port=_DEFAULT_PORTS[https]))
 
 
-def parse_list(text: str) -> list[Origin]:
+def parse_list(text: str) -> list[ServiceURL]:
     """A comma-separated allow-list; empty entries are skipped. Raises ValueError naming the entry."""
     origins = []
     for entry in (e.strip() for e in text.split(",")):

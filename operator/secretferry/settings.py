@@ -61,7 +61,8 @@ class Settings(BaseSettings):
     allowed_hosts: str = Field(
         "",
         description=(
-            "Comma-separated service hosts (URLs, or host[:port] with port 443 when omitted) a namespaced"
+            "Comma-separated service hosts (URLs, or host[:port] meaning https, port 443 when omitted;"
+            " scheme, host and port are all compared) a namespaced"
             " MachineIdentity may send credentials to, besides `default_host_api`, which is always allowed."
             " Set by whoever installs the operator, so a namespace user cannot point tokens at a host of"
             " their own. ClusterMachineIdentities (cluster-admin objects) may name any host."

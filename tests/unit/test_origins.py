@@ -9,6 +9,7 @@ from secretferry import origins
 from secretferry import settings as settings_mod
 
 Or = origins.Origin
+Url = origins.ServiceURL
 
 
 @pytest.mark.parametrize(
@@ -53,15 +54,17 @@ def test_parse_url_refuses(url: str) -> None:
     [
         ("", []),
         (" , ", []),
-        ("secrets.example.com", [Or("secrets.example.com", 443)]),
+        # A bare host[:port] means https; plain http must be written as a URL.
+        ("secrets.example.com", [Url("https", Or("secrets.example.com", 443))]),
         (
             "secrets.example.com:8443, http://127.0.0.1:8222",
-            [Or("secrets.example.com", 8443), Or("127.0.0.1", 8222)],
+            [Url("https", Or("secrets.example.com", 8443)), Url("http", Or("127.0.0.1", 8222))],
         ),
-        ("[::1]:9", [Or("::1", 9)]),
+        ("[::1]:9", [Url("https", Or("::1", 9))]),
+        ("HTTP://svc.internal", [Url("http", Or("svc.internal", 80))]),
     ],
 )
-def test_parse_list(text: str, parsed: list[origins.Origin]) -> None:
+def test_parse_list(text: str, parsed: list[origins.ServiceURL]) -> None:
     assert origins.parse_list(text) == parsed
 
 

@@ -127,12 +127,13 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
   resources: ["events"]
   verbs: ["create"]
 {{- if .Values.config.tokenRequestsEnabled }}
-# Kubernetes auth: read a ServiceAccount's opt-in annotation (secretferry.io/allowed-identities),
-# then mint one short-lived token for it per login (TokenRequest). Never list, never update.
+# Kubernetes auth: read a ServiceAccount's opt-in annotation (secretferry.io/allowed-identities)
+# before each login, and watch those annotations (metadata only) so consent taken back ends the
+# session at once; then mint one short-lived token per login (TokenRequest). Never update.
 # Off with config.tokenRequestsEnabled=false (the operator then refuses Kubernetes auth itself).
 - apiGroups: [""]
   resources: ["serviceaccounts"]
-  verbs: ["get"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["serviceaccounts/token"]
   verbs: ["create"]
@@ -159,11 +160,12 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["secretferry.io"]
   resources: ["clustermachineidentities/status"]
   verbs: ["patch"]
-# ClusterMachineIdentity.spec.allowedNamespaces selects namespaces by label: one namespace read.
-# In namespaced mode kopf also lists and watches namespaces to learn which served ones exist.
+# ClusterMachineIdentity.spec.allowedNamespaces selects namespaces by label: a metadata-only
+# watch of namespaces makes a label change take effect at once (a get covers a namespace the
+# watch has not delivered yet). In namespaced mode kopf also lists and watches them.
 - apiGroups: [""]
   resources: ["namespaces"]
-  verbs: {{ if include "secretferry.namespaced" . }}["get", "list", "watch"]{{ else }}["get"]{{ end }}
+  verbs: ["get", "list", "watch"]
 # kopf watches CRDs to notice ours being (re)installed; definitions only, no custom objects.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]

@@ -83,13 +83,22 @@ class Kube:
         body: Mapping[str, Any] | None = None,
         content_type: str | None = None,
         timeout_seconds: float | None = None,
+        accept: str | None = None,
     ) -> dict[str, Any]:
-        """Send one request and return the decoded JSON answer; non-2xx raises a ``KubeError``."""
+        """Send one request and return the decoded JSON answer; non-2xx raises a ``KubeError``.
+
+        ``accept``: another representation (e.g. ``PartialObjectMetadataList``); JSON either way."""
         timeout = aiohttp.ClientTimeout(
             total=timeout_seconds or self.request_timeout_seconds, sock_connect=_CONNECT_TIMEOUT_SECONDS
         )
         response = await self._send(
-            method, path, query=query, body=body, content_type=content_type, client_timeout=timeout
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            client_timeout=timeout,
+            accept=accept,
         )
         try:
             data = await response.read()
@@ -111,14 +120,19 @@ class Kube:
 
     @asynccontextmanager
     async def stream(
-        self, path: str, *, query: Mapping[str, QueryValue], read_timeout_seconds: float
+        self,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue],
+        read_timeout_seconds: float,
+        accept: str | None = None,
     ) -> AsyncIterator[aiohttp.StreamReader]:
         """A GET whose body is read incrementally (watches); non-2xx raises before yielding."""
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=_CONNECT_TIMEOUT_SECONDS, sock_read=read_timeout_seconds
         )
         response = await self._send(
-            "GET", path, query=query, body=None, content_type=None, client_timeout=timeout
+            "GET", path, query=query, body=None, content_type=None, client_timeout=timeout, accept=accept
         )
         try:
             if not 200 <= response.status < 300:
@@ -144,9 +158,10 @@ class Kube:
         body: Mapping[str, Any] | None,
         content_type: str | None,
         client_timeout: aiohttp.ClientTimeout,
+        accept: str | None = None,
     ) -> aiohttp.ClientResponse:
         headers = {
-            "Accept": "application/json",
+            "Accept": accept or "application/json",
             # Sent on every request, GETs included, as kubernetes_asyncio did.
             "Content-Type": content_type or "application/json",
             "User-Agent": _USER_AGENT,

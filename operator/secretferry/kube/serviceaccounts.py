@@ -11,6 +11,9 @@ from urllib.parse import quote
 from secretferry.kube import errors
 from secretferry.kube.client import Kube
 
+COLLECTION = "/api/v1/serviceaccounts"
+"""Watched metadata-only (identity_intake.py) for the opt-in annotation."""
+
 
 async def read_annotations(kube: Kube, *, namespace: str, name: str) -> dict[str, str]:
     """The annotations of ServiceAccount ``namespace/name``; :class:`errors.NotFound` when missing."""

@@ -23,6 +23,11 @@ every change after it, so the last word is always current. Consumers must treat 
 idempotent upserts (ours do).
 
 Close the generator (``contextlib.aclosing``) when done early, so its connection closes at once.
+
+``metadata_only``: the apiserver sends ``PartialObjectMetadata`` (name, labels, annotations,
+versions; no ``data``, no ``spec``), as client-go's metadata informers ask. For watches of
+objects we only need the metadata of (every Secret of a namespace, for opt-in annotations), so
+no Secret value is ever received, decoded or held.
 """
 
 from __future__ import annotations
@@ -58,6 +63,15 @@ WATCH_TIMEOUT_SECONDS = 300
 _READ_SLACK_SECONDS = 60.0
 BACKOFF_INITIAL_SECONDS = 0.5  # a flapping apiserver connection usually recovers within a second
 BACKOFF_MAX_SECONDS = 30.0  # cap: a recovered apiserver is seen within half a minute
+# What client-go's metadata client asks for: lists as PartialObjectMetadataList, watch events
+# carrying PartialObjectMetadata. No fallback to full objects: refused (406) rather than sent data.
+_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+_METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
+def _accept(metadata_only: bool, representation: str) -> str | None:
+    """The Accept header for ``Kube.request``/``stream``: None (JSON) for whole objects."""
+    return representation if metadata_only else None
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,12 @@ def scoped_path(path: str, namespace: str | None) -> str:
 
 
 async def list_pages(
-    kube: Kube, *, path: str, label_selector: str | None = None, page_size: int = LIST_PAGE_SIZE
+    kube: Kube,
+    *,
+    path: str,
+    label_selector: str | None = None,
+    page_size: int = LIST_PAGE_SIZE,
+    metadata_only: bool = False,
 ) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
     """One paginated LIST: yields ``(items, resourceVersion)`` per page; the last version is the list's.
 
@@ -90,7 +109,7 @@ async def list_pages(
             "labelSelector": label_selector,
             "continue": token,
         }
-        answer = await kube.request("GET", path, query=query)
+        answer = await kube.request("GET", path, query=query, accept=_accept(metadata_only, _METADATA_LIST))
         api_version = str(answer.get("apiVersion", ""))
         kind = str(answer.get("kind", "")).removesuffix("List")
         items: list[dict[str, Any]] = answer.get("items") or []
@@ -111,10 +130,10 @@ def _change(raw: dict[str, Any]) -> WatchEvent | None:
     return None
 
 
-async def _current_version(kube: Kube, path: str, label_selector: str | None) -> str:
+async def _current_version(kube: Kube, path: str, label_selector: str | None, metadata_only: bool) -> str:
     """The collection's resourceVersion now, from a one-item LIST (cheap at any size)."""
     query: dict[str, QueryValue] = {"limit": 1, "labelSelector": label_selector}
-    answer = await kube.request("GET", path, query=query)
+    answer = await kube.request("GET", path, query=query, accept=_accept(metadata_only, _METADATA_LIST))
     return str((answer.get("metadata") or {}).get("resourceVersion", ""))
 
 
@@ -130,10 +149,11 @@ async def _list_while_watching(
     label_selector: str | None,
     timeout_seconds: int,
     list_after: asyncio.Event | None = None,
+    metadata_only: bool = False,
 ) -> AsyncGenerator[WatchEvent | _Listed, None]:
     """A full LIST (``listed`` events, then ``_Listed``) with changes made meanwhile interleaved.
     The LIST waits for ``list_after`` if given; the early watch does not."""
-    since = await _current_version(kube, path, label_selector)
+    since = await _current_version(kube, path, label_selector, metadata_only)
     out: asyncio.Queue[WatchEvent | _Listed | BaseException] = asyncio.Queue()
 
     async def listing() -> None:
@@ -141,7 +161,8 @@ async def _list_while_watching(
             if list_after is not None:
                 await list_after.wait()
             listed = ""
-            async for items, page_version in list_pages(kube, path=path, label_selector=label_selector):
+            pages = list_pages(kube, path=path, label_selector=label_selector, metadata_only=metadata_only)
+            async for items, page_version in pages:
                 listed = page_version
                 for item in items:
                     out.put_nowait(WatchEvent("ADDED", item, listed=True))
@@ -157,6 +178,7 @@ async def _list_while_watching(
                 resource_version=since,
                 label_selector=label_selector,
                 timeout_seconds=timeout_seconds,
+                metadata_only=metadata_only,
             ):
                 event = _change(raw)
                 if event is not None:
@@ -205,6 +227,7 @@ async def watch_once(
     resource_version: str,
     label_selector: str | None = None,
     timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+    metadata_only: bool = False,
 ) -> AsyncGenerator[dict[str, Any], None]:
     """One WATCH request: yields raw ``{"type", "object"}`` events (BOOKMARK included) until the
     server ends it. An ERROR event raises its ``KubeError`` (``Gone`` for an expired version)."""
@@ -216,7 +239,10 @@ async def watch_once(
         "labelSelector": label_selector,
     }
     async with kube.stream(
-        path, query=query, read_timeout_seconds=timeout_seconds + _READ_SLACK_SECONDS
+        path,
+        query=query,
+        read_timeout_seconds=timeout_seconds + _READ_SLACK_SECONDS,
+        accept=_accept(metadata_only, _METADATA_WATCH),
     ) as content:
         async for line in _lines(content, path):
             try:
@@ -237,6 +263,7 @@ async def watch(
     namespace: str | None = None,
     timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
     list_after: asyncio.Event | None = None,
+    metadata_only: bool = False,
 ) -> AsyncGenerator[WatchEvent, None]:
     """Infinite ADDED/MODIFIED/DELETED stream of ``path`` (a collection: ``/api/v1/secrets``,
     ``/apis/secretferry.io/v1alpha1/secretsyncs``), with ``SYNCED`` after every full listing.
@@ -258,6 +285,7 @@ async def watch(
                     label_selector=label_selector,
                     timeout_seconds=timeout_seconds,
                     list_after=list_after,
+                    metadata_only=metadata_only,
                 )
                 listed = ""
                 async with contextlib.aclosing(listing):  # closing us stops its requests at once
@@ -274,6 +302,7 @@ async def watch(
                 resource_version=resource_version,
                 label_selector=label_selector,
                 timeout_seconds=timeout_seconds,
+                metadata_only=metadata_only,
             ):
                 retry.reset()
                 obj: dict[str, Any] = raw.get("object") or {}

@@ -3,11 +3,16 @@
 A restart is what ``kubectl rollout restart`` does: change an annotation on the pod template so the
 controller rolls out new pods, which read the new Secret. We patch our own annotation (e.g. a data
 HMAC), so restarting twice for the same data is a no-op write the apiserver drops.
+
+Whether a workload may be restarted is the workload owner's choice, read from its own annotations
+(``AUTO_RELOAD_ANNOTATION``, ``RESTART_ON_ANNOTATION``; decided in ``reconcile.rollouts``): the
+operator may patch every workload of a served namespace, the author of a SecretSync may not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -16,6 +21,10 @@ from secretferry.kube.client import Kube
 
 WorkloadKind = Literal["Deployment", "StatefulSet", "DaemonSet", "Rollout"]
 AUTO_RELOAD_ANNOTATION = "secretferry.io/auto-reload"
+"""On a workload: ``"true"`` restarts it when a Secret its pods read changes."""
+RESTART_ON_ANNOTATION = "secretferry.io/restart-on"
+"""On a workload: the SecretSyncs of its namespace (comma-separated names) whose
+``spec.rolloutRestartTargets`` may restart it. Only who can write the workload can set it."""
 MERGE_PATCH = "application/merge-patch+json"
 
 _ROLLOUTS_GROUP_VERSION = "argoproj.io/v1alpha1"
@@ -55,22 +64,76 @@ async def rollouts_supported(kube: Kube) -> bool:
     return supported
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What deciding a restart needs of a workload: its own annotations (the owner's opt-in),
+    the Secrets its pods read, and the version those were read at."""
+
+    kind: WorkloadKind
+    name: str
+    annotations: Mapping[str, str]
+    pod_spec: Mapping[str, Any]
+    resource_version: str
+
+
+def _workload(kind: WorkloadKind, item: Mapping[str, Any]) -> Workload:
+    metadata = item.get("metadata") or {}
+    return Workload(
+        kind=kind,
+        name=str(metadata.get("name", "")),
+        annotations={str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()},
+        pod_spec=((item.get("spec") or {}).get("template") or {}).get("spec") or {},
+        resource_version=str(metadata.get("resourceVersion", "")),
+    )
+
+
+async def _argo_installed(kube: Kube, kind: WorkloadKind) -> None:
+    if kind == "Rollout" and not await rollouts_supported(kube):
+        raise errors.NotFound(
+            404, "NotFound", "Argo Rollouts (argoproj.io/v1alpha1 rollouts) is not installed"
+        )
+
+
+async def read(kube: Kube, *, kind: WorkloadKind, namespace: str, name: str) -> Workload:
+    """One workload as it is now; ``NotFound`` if it (or the Argo Rollouts API) does not exist.
+
+    A LIST narrowed by a field selector, not a GET: the chart grants ``list`` and ``patch`` on
+    workloads, and a GET would need a rule of its own for the same information.
+    """
+    await _argo_installed(kube, kind)
+    answer = await kube.request(
+        "GET", _collection(kind, namespace), query={"fieldSelector": f"metadata.name={name}"}
+    )
+    for item in answer.get("items") or ():
+        if (item.get("metadata") or {}).get("name") == name:
+            return _workload(kind, item)
+    raise errors.NotFound(404, "NotFound", f"{kind} {namespace}/{name} does not exist")
+
+
 async def restart(
-    kube: Kube, *, kind: WorkloadKind, namespace: str, name: str, annotations: dict[str, str]
+    kube: Kube,
+    *,
+    kind: WorkloadKind,
+    namespace: str,
+    name: str,
+    annotations: dict[str, str],
+    resource_version: str | None = None,
 ) -> None:
     """Set ``annotations`` on the workload's pod template, which rolls its pods.
 
     A merge patch (not strategic): it works the same on Argo Rollouts, a custom resource.
     ``NotFound`` if the workload — or, for ``Rollout``, the Argo Rollouts API — does not exist.
+    With ``resource_version`` the apiserver refuses (``Conflict``) a workload changed since it was
+    read at that version: its opt-in, checked on what was read, may have been taken back.
     """
-    if kind == "Rollout" and not await rollouts_supported(kube):
-        raise errors.NotFound(
-            404, "NotFound", "Argo Rollouts (argoproj.io/v1alpha1 rollouts) is not installed"
-        )
+    await _argo_installed(kube, kind)
+    body: dict[str, Any] = {"spec": {"template": {"metadata": {"annotations": annotations}}}}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
     await kube.request(
         "PATCH",
         f"{_collection(kind, namespace)}/{quote(name, safe='')}",
-        body={"spec": {"template": {"metadata": {"annotations": annotations}}}},
+        body=body,
         content_type=MERGE_PATCH,
     )
 

@@ -247,7 +247,8 @@ class SecretSyncSpec(base.CRModel):
     false: poll every refreshInterval."""
     rollout_restart_targets: list[RolloutRestartTarget] = Field(default_factory=list, max_length=32)
     """Workloads in the same namespace restarted after the target's data changes, e.g.
-    ``[{kind: Deployment, name: web}]``."""
+    ``[{kind: Deployment, name: web}]``; each only when its owner opted in with the annotation
+    ``secretferry.io/restart-on`` on the workload, listing this SecretSync's name."""
     allow_empty: bool = False
     """Sync a source that lists no secrets (or whose key filters keep none). By default such a
     source stops the sync (SourceEmpty) and the target stays as it is: a mistyped or deleted path

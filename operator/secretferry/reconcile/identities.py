@@ -9,6 +9,11 @@ Isolation is decided here too: a namespaced MachineIdentity serves only its own 
 ClusterMachineIdentity serves the namespaces its ``allowedNamespaces`` admits. And what a
 namespaced identity may do with credentials (``tenancy``: allowed hosts, token audience, opt-in
 of the ServiceAccount or Secret) is checked before anything is read, minted or sent.
+
+Both are kept current by watches (identity_intake.py): namespace labels, so a label change admits
+or refuses a namespace at once, and the opt-in annotations of the objects namespaced identities
+rely on, so consent taken back ends the session (token revoked) at once, and consent given
+logs in at once.
 """
 
 from __future__ import annotations
@@ -28,13 +33,12 @@ from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
-from secretferry.kube import namespaces as kube_namespaces
 from secretferry.kube import secretrefs, serviceaccounts, tokens
 from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import identity as identity_models
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import problems, reasons, template_trust, tenancy
+from secretferry.reconcile import namespace_labels, problems, reasons, template_trust, tenancy
 from secretferry.service import auth, health
 from secretferry.service import client as service_client
 
@@ -45,7 +49,6 @@ CLUSTER = identity_models.CLUSTER_MACHINE_IDENTITY_KIND
 # The collections each kind is listed, watched and status-patched in.
 PLURALS = {MACHINE: "machineidentities", CLUSTER: "clustermachineidentities"}
 _RETIRE_GRACE_CALLS = 3  # a reconcile makes a few calls in a row (slug, one list per source)
-_NAMESPACE_LABELS_TTL_SECONDS = 30.0  # label changes on namespaces are rare; one GET per 30 s at most
 # One service event often starts a pass for every templated SecretSync of an identity within a
 # second: one read of the credential object's allow-templates opt-in serves them all, and its
 # removal takes effect within this time.
@@ -79,6 +82,10 @@ class IdentityEntry:
     templates_opt_in: tuple[float, bool] | None = None
     """(when read, whether allowed): the credential object's allow-templates opt-in, as last read
     (namespaced identities; see ``IdentityRegistry.check_templates``)."""
+    consents: dict[tenancy.CredentialRef, bool] = field(default_factory=dict)
+    """Whether each object it relies on opted in, as last seen by the watch (namespaced only)."""
+    withdrawn: dict[tenancy.CredentialRef, problems.Problem] = field(default_factory=dict)
+    """Objects whose opt-in the watch saw missing: while any is, no session and no login."""
 
 
 @dataclass
@@ -121,7 +128,6 @@ class IdentityRegistry:
     ) -> None:
         self._kube = kube
         self._settings = settings
-        self._clock = clock
         self._entries: dict[IdentityKey, IdentityEntry] = {}
         self._pool = _ClientPool(
             timeout_seconds=settings.service_timeout_seconds, on_host_recovered=on_host_recovered
@@ -129,7 +135,8 @@ class IdentityRegistry:
         # Sessions of changed or removed identities whose token is not revoked yet (its grace
         # period runs): shutdown revokes them at once. Weak: once revoked, nothing keeps them.
         self._retiring: weakref.WeakSet[auth.AuthSession] = weakref.WeakSet()
-        self._ns_labels: dict[str, tuple[float, dict[str, str]]] = {}
+        self.namespaces = namespace_labels.NamespaceLabels(kube, clock=clock)
+        """Kept current by the namespace watch (identity_intake.py)."""
         self._hosts = tenancy.HostPolicy.from_settings(settings)
 
     # --- intake (from the kopf handlers) ----------------------------------------------------
@@ -167,8 +174,11 @@ class IdentityRegistry:
         if entry is not None and entry.session is not None:
             self._retire(entry.session)
 
-    def _retire(self, session: auth.AuthSession) -> None:
-        session.retire()
+    def _retire(self, session: auth.AuthSession, *, at_once: bool = False) -> None:
+        if at_once:
+            session.retire(grace_seconds=0.0, why="credentials no longer opted in")
+        else:
+            session.retire()
         self._retiring.add(session)
 
     def get(self, key: IdentityKey) -> IdentityEntry | None:
@@ -197,19 +207,29 @@ class IdentityRegistry:
         if isinstance(entry.model, identity_models.ClusterMachineIdentity):
             spec = entry.model.spec
             assert isinstance(spec, identity_models.ClusterMachineIdentitySpec)
-            labels = await self._namespace_labels(namespace) if spec.allowed_namespaces else {}
+            labels = await self.namespaces.get(namespace) if spec.allowed_namespaces else {}
             if not spec.allows_namespace(namespace, labels):
                 raise problems.Problem(
                     reasons.IDENTITY_NOT_ALLOWED,
                     f"ClusterMachineIdentity {ref.name!r} does not admit namespace {namespace!r} "
                     "(spec.allowedNamespaces)",
-                    # Namespace labels are not watched: a label that admits it is noticed by trying again.
+                    # Namespace labels are watched (a change requeues at once); retrying also
+                    # covers a watch that is down.
                     retriable=True,
                 )
         if entry.refusal is not None:
             raise problems.Problem(
                 reasons.IDENTITY_NOT_READY,
                 f"{ref.kind} {ref.name!r} is refused ({entry.refusal.reason}): {entry.refusal.message}",
+            )
+        if entry.withdrawn:
+            withdrawn = next(iter(entry.withdrawn.values()))
+            raise problems.Problem(
+                reasons.IDENTITY_NOT_READY,
+                f"{ref.kind} {ref.name!r} is not Ready ({withdrawn.reason}): {withdrawn.message}",
+                # The watch requeues this SecretSync when the opt-in is back; the retry is a
+                # safety net for a watch that is down.
+                retriable=True,
             )
         return entry
 
@@ -256,31 +276,52 @@ class IdentityRegistry:
         entry.templates_opt_in = (now, allowed)
         return allowed
 
-    async def _namespace_labels(self, namespace: str) -> dict[str, str]:
-        cached = self._ns_labels.get(namespace)
-        now = self._clock()
-        if cached is not None and now - cached[0] < _NAMESPACE_LABELS_TTL_SECONDS:
-            return cached[1]
-        try:
-            labels = await kube_namespaces.labels(self._kube, namespace)
-        except kube_errors.KubeError as exc:
-            raise problems.Problem(
-                reasons.KUBERNETES_ERROR,
-                f"cannot read the labels of namespace {namespace!r} (spec.allowedNamespaces): {exc}",
-                retriable=True,
-            ) from exc
-        self._ns_labels[namespace] = (now, labels)
-        return labels
+    # --- consent (the credential watches in identity_intake.py) --------------------------------
+    def consent_seen(
+        self, kind: str, namespace: str, name: str, annotations: Mapping[str, str] | None
+    ) -> tuple[list[IdentityEntry], list[IdentityEntry]]:
+        """A watched ServiceAccount or Secret as it is now (``None``: deleted). Returns the
+        namespaced identities that just lost its consent (their session is dropped and its token
+        revoked at once) and those whose every withdrawn consent is back (to log in again)."""
+        lost: list[IdentityEntry] = []
+        back: list[IdentityEntry] = []
+        for entry in self._entries.values():
+            if entry.key[0] != MACHINE or entry.key[1] != namespace or entry.model is None:
+                continue
+            ref = (kind, name)
+            if ref not in tenancy.credential_refs(entry.model.spec):
+                continue
+            opted = annotations is not None and tenancy.opted_in(annotations, entry.key[2])
+            previous, entry.consents[ref] = entry.consents.get(ref), opted
+            # The same object may hold the allow-templates opt-in: read it afresh next time.
+            entry.templates_opt_in = None
+            if opted == previous:
+                continue
+            if not opted:
+                entry.withdrawn[ref] = _not_opted_in(entry, kind, namespace=namespace, name=name)
+                if entry.session is not None:
+                    self._retire(entry.session, at_once=True)
+                    entry.session = None
+                lost.append(entry)
+                continue
+            regained = entry.withdrawn.pop(ref, None) is not None or _credentials_failed(entry)
+            if regained and not entry.withdrawn:
+                back.append(entry)
+        return lost, back
 
     # --- sessions -----------------------------------------------------------------------------
     async def session(self, entry: IdentityEntry) -> auth.AuthSession:
         """The shared login session of ``entry``, built on first use.
 
-        A refused identity gets none: the refusal is raised before any Secret is read.
+        A refused identity gets none: the refusal is raised before any Secret is read; nor does
+        one whose ServiceAccount or Secret took its opt-in back (``consent_seen``).
         """
         if entry.refusal is not None:
             refusal = entry.refusal  # a new instance per raise: tracebacks would pile up on one
             raise problems.Problem(refusal.reason, refusal.message, retriable=refusal.retriable)
+        if entry.withdrawn:
+            withdrawn = next(iter(entry.withdrawn.values()))
+            raise problems.Problem(withdrawn.reason, withdrawn.message, retriable=withdrawn.retriable)
         if entry.session is not None:
             return entry.session
         async with entry.building:
@@ -319,6 +360,14 @@ class IdentityRegistry:
             if entry.key[0] == MACHINE and not tenancy.opted_in(secret.annotations, entry.key[2]):
                 raise _not_opted_in(entry, "Secret", namespace=namespace, name=ref.name)
             return secret.value(ref.key)
+        except kube_errors.SecretKeyMissing as exc:  # only of a Secret that opted in (or a cluster one)
+            raise _credentials_problem(f"{key_str(entry.key)}: {exc}") from exc
+        except kube_errors.NotFound as exc:
+            if entry.key[0] == MACHINE:  # missing and not opted in read the same (tenancy.not_opted_in)
+                raise _not_opted_in(entry, "Secret", namespace=namespace, name=ref.name) from None
+            raise _credentials_problem(
+                f"{key_str(entry.key)}: cannot read key {ref.key!r} of Secret {namespace}/{ref.name}: {exc}"
+            ) from exc
         except kube_errors.KubeError as exc:
             raise _credentials_problem(
                 f"{key_str(entry.key)}: cannot read key {ref.key!r} of Secret {namespace}/{ref.name}: {exc}"
@@ -404,6 +453,8 @@ class IdentityRegistry:
         """Raise unless ServiceAccount ``namespace/name`` names ``entry`` in its opt-in annotation."""
         try:
             annotations = await serviceaccounts.read_annotations(self._kube, namespace=namespace, name=name)
+        except kube_errors.NotFound:  # missing and not opted in read the same (tenancy.not_opted_in)
+            raise _not_opted_in(entry, "ServiceAccount", namespace=namespace, name=name) from None
         except kube_errors.KubeError as exc:
             raise _credentials_problem(f"{key_str(entry.key)}: cannot read ServiceAccount: {exc}") from exc
         if not tenancy.opted_in(annotations, entry.key[2]):
@@ -428,9 +479,16 @@ def _not_opted_in(entry: IdentityEntry, kind: str, *, namespace: str, name: str)
     )
 
 
+def _credentials_failed(entry: IdentityEntry) -> bool:
+    """Whether the identity's last reported login failed on its credentials (worth a new try
+    once an object it relies on opted in)."""
+    failed = (reasons.CREDENTIALS_NOT_OPTED_IN, reasons.CREDENTIALS_NOT_FOUND)
+    return entry.reported is not None and entry.reported[1] in failed
+
+
 def _credentials_problem(message: str) -> problems.Problem:
-    """A referenced Secret or ServiceAccount is missing or unreadable. Retriable: neither is
-    watched, so its creation (or the RBAC to read it) is noticed by trying again."""
+    """A referenced Secret or ServiceAccount is unreadable, a cluster identity's is missing, or
+    a key is. Retriable: the RBAC to read it, or the key, is noticed by trying again."""
     return problems.Problem(reasons.CREDENTIALS_NOT_FOUND, message, retriable=True)
 
 

@@ -4,6 +4,21 @@ kopf delivers (Cluster)MachineIdentity events to every replica (handlers/operato
 replica only keeps its registry current; once this replica leads (``take_over``), a new or
 changed identity is logged in once (identity_status.py) and the SecretSyncs naming it are queued.
 Identities delivered while waiting to lead are kept as they are by the start-up read.
+
+Also the watches that keep what an identity may do current, without waiting for a retry or the
+next login (up to 300 s later):
+
+- namespaces (metadata only, cluster-wide): a label change re-evaluates at once the SecretSyncs
+  of that namespace that use a ClusterMachineIdentity (``allowedNamespaces`` selectors);
+- ServiceAccounts and Secrets of the served namespaces (metadata only): the opt-in annotation
+  ``secretferry.io/allowed-identities`` of an object a namespaced identity relies on. Taken back
+  (or the object deleted): the session is dropped and its token revoked at once, the identity is
+  not Ready (``CredentialsNotOptedIn``), its SecretSyncs ``IdentityNotReady``; no Secret is
+  touched. Given: the identity logs in at once and its SecretSyncs are queued.
+
+Why metadata only: the Secret watch sees every Secret of a served namespace (no label narrows it
+to credentials), and must not receive, decode or hold their data. Events about objects no
+identity relies on are dropped on arrival.
 """
 
 from __future__ import annotations
@@ -16,8 +31,10 @@ from typing import Any
 from secretferry import backoff
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
-from secretferry.kube import customresources
+from secretferry.kube import customresources, serviceaccounts, watching
 from secretferry.kube import errors as kube_errors
+from secretferry.kube import namespaces as kube_namespaces
+from secretferry.kube import objects as kube_objects
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile import identity_status, scheduler, state
 
@@ -101,6 +118,79 @@ class IdentityIntake:
         for key, e in self._syncs.items():
             if _uses(e, kind, meta.get("namespace"), meta.get("name", "")):
                 self._queue.enqueue(key, live=False)  # possibly thousands: behind user changes
+
+    # --- watches -------------------------------------------------------------------------------
+    async def watch_namespaces(self, lists_may_start: asyncio.Event | None = None) -> None:
+        """Namespace labels, forever: a change re-evaluates that namespace's cluster-identity users."""
+        seen: set[str] = set()
+        async for event in watching.watch(
+            self._kube, path=kube_namespaces.COLLECTION, list_after=lists_may_start, metadata_only=True
+        ):
+            self.namespace_event(event, seen)
+
+    def namespace_event(self, event: watching.WatchEvent, seen: set[str]) -> None:
+        """One namespace event; ``seen`` collects the names of the listing under way."""
+        if event.type == "SYNCED":
+            self._identities.namespaces.listed(seen)
+            seen.clear()
+            return
+        name = str((event.object.get("metadata") or {}).get("name", ""))
+        if event.type == "DELETED":
+            self._identities.namespaces.gone(name)
+            return
+        seen.add(name)
+        if self._identities.namespaces.seen(name, kube_namespaces.labels_of(event.object)):
+            self._requeue(
+                [k for k, e in self._syncs.items() if k[0] == name and _identity_kind(e) == ident_mod.CLUSTER]
+            )
+
+    async def watch_credentials(
+        self, kind: str, namespace: str | None, lists_may_start: asyncio.Event | None = None
+    ) -> None:
+        """Opt-in annotations of ServiceAccounts or Secrets (``kind``) in ``namespace`` (None: all)."""
+        path = (
+            serviceaccounts.COLLECTION if kind == "ServiceAccount" else kube_objects.collection_path("Secret")
+        )
+        async for event in watching.watch(
+            self._kube, path=path, namespace=namespace, list_after=lists_may_start, metadata_only=True
+        ):
+            if event.type == "SYNCED":
+                continue
+            meta = event.object.get("metadata") or {}
+            annotations = None if event.type == "DELETED" else dict(meta.get("annotations") or {})
+            self.consent_seen(kind, str(meta.get("namespace", "")), str(meta.get("name", "")), annotations)
+
+    def consent_seen(
+        self, kind: str, namespace: str, name: str, annotations: Mapping[str, str] | None
+    ) -> None:
+        """An object's opt-in as the watch saw it: act on identities that lost or regained it."""
+        lost, back = self._identities.consent_seen(kind, namespace, name, annotations)
+        for entry in lost:
+            log.info(
+                "%s: %s %s/%s no longer opts in (or is gone); its session is dropped",
+                ident_mod.key_str(entry.key),
+                kind,
+                namespace,
+                name,
+            )
+        if not self.leading:
+            return  # a standby replica only keeps its registry current
+        for entry in (*lost, *back):
+            self._status.spawn_check(entry)  # lost: reports not Ready; back: logs in now
+            kind_, namespace_, name_ = entry.key
+            self._requeue([k for k, e in self._syncs.items() if _uses(e, kind_, namespace_, name_)])
+
+    def _requeue(self, keys: list[state.SyncKey]) -> None:
+        """Queue ``keys`` as live work: a change someone just made (only when leading)."""
+        if not self.leading:
+            return
+        for key in keys:
+            self._queue.enqueue(key, live=True)
+
+
+def _identity_kind(entry: state.SyncEntry) -> str:
+    ref = (entry.body.get("spec") or {}).get("identityRef") or {}
+    return str(ref.get("kind", ident_mod.MACHINE))
 
 
 def _uses(entry: state.SyncEntry, kind: str, namespace: str | None, name: str) -> bool:

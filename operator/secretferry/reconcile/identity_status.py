@@ -66,6 +66,10 @@ class IdentityStatus:
 
         ``problem`` is None when the login worked, else why not.
         """
+        if entry.withdrawn and (problem is None or problem.reason != reasons.CREDENTIALS_NOT_OPTED_IN):
+            # A pass that started before the opt-in was taken back may end after it: while it is
+            # withdrawn, that is what the status says.
+            problem = next(iter(entry.withdrawn.values()))
         session = entry.session
         last_login = session.last_login_at if session is not None else None
         login_text = last_login.strftime(models_base.TIME_FORMAT) if last_login else ""

@@ -14,6 +14,17 @@ Finding the consumers lists the namespace's workloads. Changes are planned per n
 batches: one event often rewrites dozens of Secrets of one namespace, and one listing (started
 after all of those writes, so it sees every workload that could hold old data) serves them all.
 
+Whose restart it is: the operator may patch every workload of a served namespace; the author
+of a SecretSync (a tenant, see README "Security model") may not. So a workload is restarted
+only when its own annotations, which only who may write the workload can set, admit the change
+(``refusal``): ``secretferry.io/restart-on`` listing the SecretSync by name (what
+``spec.rolloutRestartTargets`` needs, like ``merge-from`` for a Merge target), or
+``secretferry.io/auto-reload: "true"`` on a workload whose pods read the changed Secret (its
+owner chose that Secret's data as the workload's input already). This is checked on the
+workload read just before the patch, and the patch carries that read's resourceVersion, so an
+opt-in taken back meanwhile stops it. A refusal is a Warning Event on the SecretSync and a log
+line naming the missing annotation; it counts against the cooldown like a restart.
+
 An install may turn restarts off (``SECRETFERRY_ROLLOUTS_ENABLED=false``, the chart then grants
 no rights on workloads): nothing is planned, listed or patched, so no call is refused by RBAC.
 """
@@ -24,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from secretferry import logfields, metrics
@@ -38,14 +49,45 @@ log = logging.getLogger(__name__)
 WorkloadKey = tuple[str, str, str]  # (kind, namespace, name)
 
 
+_PATCH_ATTEMPTS = 2  # a Conflict means the workload changed since it was read: read it once more
+
+
 def restart_annotation(secret_name: str) -> str:
     """One annotation per consumed Secret, so two Secrets of one workload do not overwrite each other."""
     name = f"restart-{secret_name}"
     return f"secretferry.io/{name[:63].rstrip('-.')}"
 
 
+def _listed(annotations: Mapping[str, str], key: str) -> set[str]:
+    return {name.strip() for name in annotations.get(key, "").split(",")} - {""}
+
+
+def refusal(workload: workloads.Workload, *, sync_name: str, secret_name: str) -> str | None:
+    """Why SecretSync ``sync_name``'s change of Secret ``secret_name`` may not restart
+    ``workload``, or None when the workload's owner admitted it. Exact names, no wildcard: a
+    wildcard would admit every SecretSync anyone in the namespace can create."""
+    if sync_name in _listed(workload.annotations, workloads.RESTART_ON_ANNOTATION):
+        return None
+    auto = workload.annotations.get(workloads.AUTO_RELOAD_ANNOTATION) == "true"
+    if auto and workloads.references_secret(workload.pod_spec, secret_name):
+        return None
+    return _not_opted_in(workload.kind, workload.name, sync_name=sync_name, secret_name=secret_name)
+
+
+def _not_opted_in(kind: str, name: str, *, sync_name: str, secret_name: str) -> str:
+    """The same words for a workload that did not opt in and one that does not exist: a
+    SecretSync's author must not learn through us which workloads exist."""
+    return (
+        f"{kind} {name} does not exist or has not opted in: it is restarted for SecretSync "
+        f"{sync_name!r} only when annotated {workloads.RESTART_ON_ANNOTATION} listing {sync_name!r}, "
+        f'or {workloads.AUTO_RELOAD_ANNOTATION}: "true" while its pods read Secret {secret_name!r} '
+        f"(someone who may edit that {kind} sets it); not restarted"
+    )
+
+
 @dataclass(frozen=True)
 class _Change:
+    sync_name: str
     secret_name: str
     data_hmac: str
     explicit: frozenset[tuple[str, str]]
@@ -53,11 +95,20 @@ class _Change:
     regarding: kube_events.ObjectRef
 
 
+@dataclass(frozen=True)
+class _Request:
+    """One SecretSync's ask to restart a workload for one Secret, checked when the restart is due."""
+
+    sync_name: str
+    secret_name: str
+    value: str
+    regarding: kube_events.ObjectRef
+
+
 @dataclass
 class _Pending:
-    annotations: dict[str, str] = field(default_factory=dict)
-    reasons: set[str] = field(default_factory=set)
-    regarding: kube_events.ObjectRef | None = None
+    requests: dict[tuple[str, str], _Request] = field(default_factory=dict)
+    """(pod-template annotation, SecretSync name) → the newest request."""
     task: asyncio.Task[None] | None = None
 
 
@@ -90,7 +141,8 @@ class RolloutManager:
             return
         namespace = sync.metadata.namespace or ""
         explicit = frozenset((t.kind, t.name) for t in sync.spec.rollout_restart_targets)
-        self._batches.setdefault(namespace, []).append(_Change(secret_name, data_hmac, explicit, regarding))
+        change = _Change(sync.metadata.name, secret_name, data_hmac, explicit, regarding)
+        self._batches.setdefault(namespace, []).append(change)
         if namespace not in self._planners:
             self._planners[namespace] = asyncio.create_task(self._plan_namespace(namespace))
 
@@ -119,27 +171,15 @@ class RolloutManager:
             )
         for change in batch:  # in order: a later change of the same Secret carries the newer HMAC
             targets = set(change.explicit) | set(found.get(change.secret_name, ()))
+            request = _Request(change.sync_name, change.secret_name, change.data_hmac, change.regarding)
             for kind, name in sorted(targets):
-                self._schedule(
-                    (kind, namespace, name),
-                    restart_annotation(change.secret_name),
-                    change.data_hmac,
-                    change.secret_name,
-                    change.regarding,
-                )
+                self._schedule((kind, namespace, name), restart_annotation(change.secret_name), request)
 
-    def _schedule(
-        self,
-        key: WorkloadKey,
-        annotation: str,
-        value: str,
-        secret_name: str,
-        regarding: kube_events.ObjectRef,
-    ) -> None:
+    def _schedule(self, key: WorkloadKey, annotation: str, request: _Request) -> None:
         pending = self._pending.setdefault(key, _Pending())
-        pending.annotations[annotation] = value
-        pending.reasons.add(secret_name)
-        pending.regarding = regarding
+        slot = (annotation, request.sync_name)
+        pending.requests.pop(slot, None)  # re-inserted last: the newest request of an annotation wins
+        pending.requests[slot] = request
         if pending.task is not None:
             return  # coalesced into the restart already waiting for the cooldown
         wait = max(0.0, self._last.get(key, -1e18) + self._cooldown - self._clock())
@@ -151,32 +191,75 @@ class RolloutManager:
         pending = self._pending.pop(key)
         kind, namespace, name = key
         self._last[key] = self._clock()
+        fields = logfields.about(kind, namespace, name)
         try:
-            await workloads.restart(
-                self._kube,
-                kind=kind,  # type: ignore[arg-type]  # kinds come from the CRD's enum
-                namespace=namespace,
-                name=name,
-                annotations=pending.annotations,
-            )
+            for attempt in range(_PATCH_ATTEMPTS):
+                workload = await workloads.read(
+                    self._kube,
+                    kind=kind,  # type: ignore[arg-type]  # kinds come from the CRD's enum
+                    namespace=namespace,
+                    name=name,
+                )
+                admitted, refused = _split(workload, pending.requests.values())
+                if not admitted:
+                    break
+                try:
+                    await workloads.restart(
+                        self._kube,
+                        kind=workload.kind,
+                        namespace=namespace,
+                        name=name,
+                        annotations=_annotations(pending, admitted),
+                        resource_version=workload.resource_version,
+                    )
+                except kube_errors.Conflict:
+                    if attempt + 1 < _PATCH_ATTEMPTS:
+                        continue
+                    raise
+                break
         except kube_errors.NotFound:
-            fields = logfields.about(kind, namespace, name)
-            log.info("rollout target %s %s/%s does not exist; skipped", kind, namespace, name, extra=fields)
-            return
+            admitted = []
+            refused = [
+                (r, _not_opted_in(kind, name, sync_name=r.sync_name, secret_name=r.secret_name))
+                for r in pending.requests.values()
+            ]
         except kube_errors.KubeError as exc:
-            fields = logfields.about(kind, namespace, name)
             log.warning("rollout restart of %s %s/%s failed: %s", kind, namespace, name, exc, extra=fields)
+            return
+        for request, why in refused:
+            await self._refused(key, request, why)
+        if not admitted:
             return
         self.restarts += 1
         metrics.ROLLOUTS.labels(kind=kind).inc()
-        if pending.regarding is None:
-            return
+        secrets = ", ".join(sorted({r.secret_name for r in admitted}))
         await kube_events.post(
             self._kube,
-            regarding=pending.regarding,
+            regarding=admitted[-1].regarding,
             reason="RolloutRestarted",
-            note=f"restarted {kind} {name}: data of Secret(s) {', '.join(sorted(pending.reasons))} changed",
+            note=f"restarted {kind} {name}: data of Secret(s) {secrets} changed",
             type="Normal",
+            action="Restart",
+            reporting_instance=self._instance,
+        )
+
+    async def _refused(self, key: WorkloadKey, request: _Request, why: str) -> None:
+        """Say on the SecretSync, and in the log, which annotation the workload lacks."""
+        kind, namespace, name = key
+        fields = logfields.about(kind, namespace, name)
+        log.info(
+            "rollout restart for SecretSync %s/%s refused: %s",
+            namespace,
+            request.sync_name,
+            why,
+            extra=fields,
+        )
+        await kube_events.post(
+            self._kube,
+            regarding=request.regarding,
+            reason="RolloutNotOptedIn",
+            note=why,
+            type="Warning",
             action="Restart",
             reporting_instance=self._instance,
         )
@@ -188,3 +271,24 @@ class RolloutManager:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _split(
+    workload: workloads.Workload, requests: Iterable[_Request]
+) -> tuple[list[_Request], list[tuple[_Request, str]]]:
+    """The requests the workload admits (in order), and the refused ones with why."""
+    admitted: list[_Request] = []
+    refused: list[tuple[_Request, str]] = []
+    for request in requests:
+        why = refusal(workload, sync_name=request.sync_name, secret_name=request.secret_name)
+        if why is None:
+            admitted.append(request)
+        else:
+            refused.append((request, why))
+    return admitted, refused
+
+
+def _annotations(pending: _Pending, admitted: list[_Request]) -> dict[str, str]:
+    """Pod-template annotation → newest admitted value."""
+    chosen = {id(r) for r in admitted}
+    return {annotation: r.value for (annotation, _), r in pending.requests.items() if id(r) in chosen}

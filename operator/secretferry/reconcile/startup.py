@@ -43,6 +43,16 @@ async def boot(
             )
     for ns in namespaces:
         background.spawn(syncs.watch(ns, lists_may_start), f"watch secretsyncs {ns or '*'}")
+    # What identities may do (identity_intake.py): namespace labels, and the opt-ins of the
+    # ServiceAccounts (only when tokens may be minted at all) and Secrets identities rely on.
+    background.spawn(identities.watch_namespaces(lists_may_start), "watch namespaces")
+    credential_kinds = ("Secret", "ServiceAccount") if settings.token_requests_enabled else ("Secret",)
+    for credential_kind in credential_kinds:
+        for ns in namespaces:
+            background.spawn(
+                identities.watch_credentials(credential_kind, ns, lists_may_start),
+                f"watch {credential_kind} opt-ins {ns or '*'}",
+            )
     try:
         await identities.list_all()
         checks = identities.check_all()

@@ -16,7 +16,10 @@ passes these checks first, and a refusal means nothing was read, minted or sent:
 - **Whose credentials** (``opted_in``): a namespaced identity uses a ServiceAccount, or reads a
   Secret, only if that object carries ``secretferry.io/allowed-identities`` naming it. Setting an
   annotation needs write access to that object, which a tenant without those rights lacks; who has
-  it could replace the credential anyway.
+  it could replace the credential anyway. The objects an identity relies on
+  (``credential_refs``) are watched, so consent taken back ends the identity's session at once.
+  A missing object is refused in the same words as one that did not opt in
+  (``CredentialsNotOptedIn``): otherwise a tenant could probe which Secret names exist.
 - **How long** (``token_expiration``): minted tokens live at most
   ``SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS`` (10 minutes by default): a token is used once, for
   one login, within a second.
@@ -52,8 +55,9 @@ _LISTED_HOSTS_MAX: Final = 5  # a status message names a few allowed hosts, not 
 @dataclass(frozen=True)
 class HostPolicy:
     default: origins.ServiceURL
-    allowed: frozenset[origins.Origin]
-    """The origins a namespaced identity may use, the default's included."""
+    allowed: frozenset[origins.ServiceURL]
+    """What a namespaced identity may use, the default included: scheme, host and port, all
+    three compared (``http://host:443`` is not ``https://host:443``)."""
     allow_insecure_http: bool = False
     token_requests_enabled: bool = True
     """Whether Kubernetes auth may mint tokens at all (install-wide, like the hosts; hence here)."""
@@ -64,7 +68,7 @@ class HostPolicy:
         extra = origins.parse_list(settings.allowed_hosts)
         return cls(
             default=default,
-            allowed=frozenset([default.origin, *extra]),
+            allowed=frozenset([default, *extra]),
             allow_insecure_http=settings.allow_insecure_http,
             token_requests_enabled=settings.token_requests_enabled,
         )
@@ -82,12 +86,13 @@ def check_host(host_api: str | None, *, namespaced: bool, policy: HostPolicy) ->
                 reasons.HOST_NOT_ALLOWED,
                 f"spec.hostAPI is not a plain http(s) URL ({exc}); nothing was sent",
             )
-    if namespaced and url.origin not in policy.allowed:
+    if namespaced and url not in policy.allowed:
         listed = sorted(str(o) for o in policy.allowed)
         shown = ", ".join(listed[:_LISTED_HOSTS_MAX]) + (", …" if len(listed) > _LISTED_HOSTS_MAX else "")
         return problems.Problem(
             reasons.HOST_NOT_ALLOWED,
-            f"spec.hostAPI {url} is not an allowed service host: a MachineIdentity may send "
+            f"spec.hostAPI {url} is not an allowed service host (scheme, host and port are compared): "
+            f"a MachineIdentity may send "
             f"credentials only to the operator's default host or a host in {_ALLOWED_HOSTS_SETTING} "
             f"(allowed: {shown}); nothing was sent",
         )
@@ -150,14 +155,37 @@ def opted_in(annotations: Mapping[str, str] | None, identity: str) -> bool:
     return identity in {name.strip() for name in listed.split(",")}
 
 
+CredentialRef = tuple[str, str]  # (kind: "Secret" | "ServiceAccount", name) in the identity's namespace
+
+
+def credential_refs(spec: identity_models.MachineIdentitySpec) -> frozenset[CredentialRef]:
+    """The ServiceAccount and Secrets whose opt-in a namespaced identity relies on."""
+    refs: set[CredentialRef] = set()
+    auth = spec.auth
+    if auth.kubernetes is not None:
+        refs.add(("ServiceAccount", auth.kubernetes.service_account_ref.name))
+    if auth.universal is not None:
+        uni = auth.universal
+        for ref in (uni.credentials_secret_ref, uni.client_secret_ref):
+            if ref is not None:
+                refs.add(("Secret", ref.name))
+    if auth.access_token is not None:
+        refs.add(("Secret", auth.access_token.secret_ref.name))
+    if spec.tls is not None and spec.tls.ca_secret_ref is not None:
+        refs.add(("Secret", spec.tls.ca_secret_ref.name))
+    return frozenset(refs)
+
+
 def not_opted_in(kind: str, *, namespace: str, name: str, identity: str) -> problems.Problem:
+    """The refusal for an object that has not opted in, or does not exist: the same words for
+    both, so a tenant cannot tell whether a Secret or ServiceAccount of that name exists."""
     what = "no token was minted" if kind == "ServiceAccount" else "nothing was read from it"
     return problems.Problem(
         reasons.CREDENTIALS_NOT_OPTED_IN,
-        f"{kind} {namespace}/{name} has not opted in: a MachineIdentity uses it only when it is "
-        f"annotated {ALLOWED_IDENTITIES_ANNOTATION} listing {identity!r} (someone who may edit "
-        f"that {kind} sets it); {what}",
-        # Neither ServiceAccounts nor referenced Secrets are watched: the opt-in being added is
-        # noticed by trying again.
+        f"{kind} {namespace}/{name} does not exist or has not opted in: a MachineIdentity uses "
+        f"it only when it exists and is annotated {ALLOWED_IDENTITIES_ANNOTATION} listing "
+        f"{identity!r} (someone who may edit that {kind} sets it); {what}",
+        # Watched (identity_intake): an opt-in being added re-checks at once; retrying also
+        # covers a watch that is down.
         retriable=True,
     )

@@ -222,20 +222,20 @@ class AuthSession:
             if current is not None and self._credentials.can_relogin:
                 await self._client.revoke_token(current.value)
 
-    def retire(self) -> None:
+    def retire(self, *, grace_seconds: float | None = None, why: str = "identity changed or removed") -> None:
         """The identity changed or was removed: no more logins; the token is revoked after
-        ``retire_grace_seconds``, so calls already under way finish with it."""
+        ``retire_grace_seconds``, so calls already under way finish with it. ``grace_seconds=0``
+        when the credential's owner took their consent back: the token goes at once."""
         if self._retired:
             return
         self._retired = True
+        grace = self._retire_grace if grace_seconds is None else grace_seconds
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._drop_and_revoke("identity changed or removed")
+            self._drop_and_revoke(why)
             return
-        self._retire_handle = loop.call_later(
-            self._retire_grace, self._drop_and_revoke, "identity changed or removed"
-        )
+        self._retire_handle = loop.call_later(grace, self._drop_and_revoke, why)
 
     async def close(self, *, timeout_seconds: float = CLOSE_TIMEOUT_SECONDS) -> None:
         """Shutdown: revoke the token (each process logs in for itself: nobody else uses it) and

@@ -29,7 +29,7 @@ NAMESPACED_RULES = {
     *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
     *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
     ("events.k8s.io", "events", "create"),
-    ("", "serviceaccounts", "get"),
+    *{("", "serviceaccounts", verb) for verb in ("get", "list", "watch")},  # list/watch: opt-in watch
     ("", "serviceaccounts/token", "create"),
     *{
         ("apps", kind, verb)
@@ -43,11 +43,13 @@ CLUSTER_RULES = {
     ("secretferry.io", "clustermachineidentities", "list"),
     ("secretferry.io", "clustermachineidentities", "watch"),
     ("secretferry.io", "clustermachineidentities/status", "patch"),
-    ("", "namespaces", "get"),
+    # get, and a metadata-only watch of labels (allowedNamespaces selectors), in both modes.
+    *{("", "namespaces", verb) for verb in ("get", "list", "watch")},
     ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
 }
-# kopf lists and watches namespaces when it serves a list of them (not cluster-wide).
+# kopf lists and watches namespaces when it serves a list of them (not cluster-wide); the
+# operator's own label watch needs the same in both modes, so CLUSTER_RULES holds them already.
 KOPF_NAMESPACE_OBSERVER = {("", "namespaces", "list"), ("", "namespaces", "watch")}
 
 

@@ -216,6 +216,8 @@ def test_helm_install_creates_the_objects(
         ("patch", "deployments.apps", "-n", "default"),
         ("create", "events.events.k8s.io", "-n", "default"),
         ("list", "customresourcedefinitions.apiextensions.k8s.io"),
+        ("watch", "serviceaccounts", "-n", "default"),  # the opt-in watch (metadata only)
+        ("watch", "namespaces"),  # label changes take effect at once
     ]
     denied = [
         # Verbs the operator never calls (README "RBAC"): narrowed away.
@@ -224,8 +226,8 @@ def test_helm_install_creates_the_objects(
         ("create", "events", "-n", "default"),  # core events: kopf's posting is off
         ("patch", "secretsyncs.secretferry.io", "-n", "default"),  # spec and metadata: never
         ("get", "deployments.apps", "-n", "default"),
-        ("list", "serviceaccounts", "-n", "default"),
-        ("list", "namespaces"),  # only kopf in namespaced mode lists them
+        ("update", "serviceaccounts", "-n", "default"),
+        ("update", "namespaces"),
         ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
         ("delete", "namespaces"),
         ("create", "pods", "-n", "default"),
@@ -298,6 +300,7 @@ def test_namespaced_ha_install_rbac_and_leader_election(
             ("patch", "secretsyncs.secretferry.io", "--subresource=status"),
             ("patch", "machineidentities.secretferry.io", "--subresource=status"),
             ("get", "serviceaccounts"),
+            ("watch", "serviceaccounts"),
             ("create", "serviceaccounts", "--subresource=token"),
             ("create", "events.events.k8s.io"),
             ("list", "deployments.apps"),
@@ -323,6 +326,7 @@ def test_namespaced_ha_install_rbac_and_leader_election(
             ("update", "secretsyncs.secretferry.io", "--subresource=status", "-n", served[0]),
             ("create", "events", "-n", served[0]),
             ("get", "serviceaccounts", "-n", outsider),
+            ("watch", "serviceaccounts", "-n", outsider),
             ("get", "secrets", "-n", outsider),
             ("list", "secrets", "-n", outsider),
             ("list", "secrets", "--all-namespaces"),

@@ -37,7 +37,9 @@ ALERTS = {
     "SecretferryLoginsFailing",
     "SecretferryRateLimited",
 }
-TOKEN_RULES = {("", "serviceaccounts", "get"), ("", "serviceaccounts/token", "create")}
+TOKEN_RULES = {("", "serviceaccounts", verb) for verb in ("get", "list", "watch")} | {
+    ("", "serviceaccounts/token", "create")
+}
 ROLLOUT_RULES = {
     (group, kind, verb) for group, kind, verb in NAMESPACED_RULES if group in {"apps", "argoproj.io"}
 }

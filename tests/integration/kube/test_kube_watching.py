@@ -154,3 +154,26 @@ async def test_a_change_during_a_held_back_list_arrives_before_the_list(
         await objects.delete(kube, kind="Secret", namespace=namespace, name="old1")
         deleted = await _next(stream)
         assert (deleted.type, _name(deleted)) == ("DELETED", "old1")
+
+
+async def test_a_metadata_only_watch_never_receives_data(kube: client.Kube, namespace: str) -> None:
+    """``metadata_only``: lists and watch events carry PartialObjectMetadata (annotations, no
+    ``data``), so a watch of every Secret of a namespace holds no Secret value."""
+    listed_secret = _secret(namespace, "listed", "listed-value-marker")
+    listed_secret["metadata"]["annotations"] = {"secretferry.io/allowed-identities": "a"}
+    await objects.apply(kube, listed_secret, force=True)
+    stream = watching.watch(kube, path=SECRETS, namespace=namespace, metadata_only=True)
+    async with contextlib.aclosing(stream):
+        listed = [await _next(stream) for _ in range(2)]
+        assert [e.type for e in listed] == ["ADDED", "SYNCED"]
+        assert listed[0].object["kind"] == "PartialObjectMetadata"
+        assert listed[0].object["metadata"]["annotations"] == {"secretferry.io/allowed-identities": "a"}
+        assert "data" not in listed[0].object
+        changed = _secret(namespace, "listed", "changed-value-marker")
+        changed["metadata"]["annotations"] = {}
+        await objects.apply(kube, changed, force=True)
+        modified = await _next(stream)
+        assert modified.type == "MODIFIED" and modified.object["kind"] == "PartialObjectMetadata"
+        assert "data" not in modified.object
+        assert not modified.object["metadata"].get("annotations")
+        assert "value-marker" not in repr(listed) + repr(modified)

@@ -123,3 +123,37 @@ async def test_rollouts_absent(kube: client.Kube, namespace: str) -> None:
         await workloads.restart(
             kube, kind="Deployment", namespace=namespace, name="missing", annotations={"a": "b"}
         )
+
+
+async def test_read_and_a_restart_conditional_on_the_version_read(
+    kube: client.Kube, control_plane: ControlPlane, namespace: str
+) -> None:
+    """``read`` (a LIST by field selector: the chart grants no ``get`` on workloads) returns the
+    owner's annotations and version; a restart at that version fails once the workload changed,
+    so an opt-in taken back between the check and the patch stops the patch."""
+    body = _deployment("web", namespace, secret="s", opted_in=False)
+    body["metadata"]["annotations"] = {workloads.RESTART_ON_ANNOTATION: "app"}
+    control_plane.apply(body)
+    control_plane.apply(_deployment("web-2", namespace, secret="s", opted_in=False))
+    workload = await workloads.read(kube, kind="Deployment", namespace=namespace, name="web")
+    assert workload.name == "web" and workload.kind == "Deployment"
+    assert workload.annotations[workloads.RESTART_ON_ANNOTATION] == "app"
+    assert workloads.references_secret(workload.pod_spec, "s")
+    with pytest.raises(errors.NotFound):
+        await workloads.read(kube, kind="Deployment", namespace=namespace, name="we")
+    control_plane.kubectl(
+        "annotate", "deployment", "web", "-n", namespace, f"{workloads.RESTART_ON_ANNOTATION}-"
+    )
+    with pytest.raises(errors.Conflict):
+        await workloads.restart(
+            kube,
+            kind="Deployment",
+            namespace=namespace,
+            name="web",
+            annotations={"secretferry.io/restart-s": "h1"},
+            resource_version=workload.resource_version,
+        )
+    deployment = await kube.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/web")
+    assert "secretferry.io/restart-s" not in (
+        deployment["spec"]["template"]["metadata"].get("annotations") or {}
+    )

@@ -66,7 +66,12 @@ def test_every_documented_metric_has_samples_after_a_sync(
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": namespace},
+            # The workload's owner admits the SecretSync's rolloutRestartTargets.
+            "metadata": {
+                "name": "web",
+                "namespace": namespace,
+                "annotations": {"secretferry.io/restart-on": "app"},
+            },
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": {"app": "web"}},

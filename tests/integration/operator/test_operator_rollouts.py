@@ -1,6 +1,7 @@
 """Rollouts only on real change: a consuming Deployment gets a new ReplicaSet after a
 value change, none after an unrelated change or an operator restart, and one for a burst of
-changes inside the cooldown. Also: the force-sync annotation."""
+changes inside the cooldown; an explicit target only when it opted in with
+``secretferry.io/restart-on``. Also: the force-sync annotation."""
 
 from __future__ import annotations
 
@@ -20,13 +21,17 @@ pytestmark = pytest.mark.integration
 COOLDOWN = 5.0  # SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS in harness.start_operator
 
 
-def _deployment(name: str, *, consumes: str | None, auto_reload: bool) -> dict[str, Any]:
+def _deployment(
+    name: str, *, consumes: str | None, auto_reload: bool, restart_on: str | None = None
+) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "c", "image": "registry.invalid/app:1"}
     if consumes:
         container["env"] = [{"name": "K", "valueFrom": {"secretKeyRef": {"name": consumes, "key": "K"}}}]
-    meta: dict[str, Any] = {"name": name}
+    meta: dict[str, Any] = {"name": name, "annotations": {}}
     if auto_reload:
-        meta["annotations"] = {"secretferry.io/auto-reload": "true"}
+        meta["annotations"]["secretferry.io/auto-reload"] = "true"
+    if restart_on is not None:
+        meta["annotations"]["secretferry.io/restart-on"] = restart_on
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -44,6 +49,11 @@ def _replicasets(cp: ControlPlane, namespace: str, app: str) -> int:
     return len(listing["items"])
 
 
+def _event_reasons(cp: ControlPlane, namespace: str) -> set[str]:
+    events = json.loads(cp.kubectl("get", "events.events.k8s.io", "-n", namespace, "-o", "json"))
+    return {str(e.get("reason")) for e in events["items"]}
+
+
 def _apply(cp: ControlPlane, namespace: str, body: dict[str, Any]) -> None:
     body["metadata"]["namespace"] = namespace
     cp.apply(body)
@@ -56,9 +66,13 @@ def test_rollouts_happen_only_on_real_change(
     service.set_secret(PROJECT_ID, "dev", path, "K", "rollout-value-1")
     service.set_secret(PROJECT_ID, "dev", f"{path}-other", "K", "unrelated-value-1")
     _apply(control_plane, namespace, _deployment("web", consumes="app", auto_reload=True))
-    _apply(control_plane, namespace, _deployment("api", consumes=None, auto_reload=False))
+    _apply(control_plane, namespace, _deployment("api", consumes=None, auto_reload=False, restart_on="app"))
     _apply(control_plane, namespace, _deployment("bystander", consumes="app", auto_reload=False))
-    for app in ("web", "api", "bystander"):
+    # Named in rolloutRestartTargets, but its owner admitted another SecretSync only.
+    _apply(
+        control_plane, namespace, _deployment("worker", consumes=None, auto_reload=False, restart_on="other")
+    )
+    for app in ("web", "api", "bystander", "worker"):
         eventually(
             lambda app=app: _replicasets(control_plane, namespace, app) == 1, what=f"{app} first ReplicaSet"
         )
@@ -68,7 +82,10 @@ def test_rollouts_happen_only_on_real_change(
         namespace,
         "app",
         sources=[source(path)],
-        rolloutRestartTargets=[{"kind": "Deployment", "name": "api"}],
+        rolloutRestartTargets=[
+            {"kind": "Deployment", "name": "api"},
+            {"kind": "Deployment", "name": "worker"},
+        ],
     )
     harness.secret_sync(control_plane, namespace, "other", sources=[source(f"{path}-other")])
     eventually(
@@ -86,6 +103,11 @@ def test_rollouts_happen_only_on_real_change(
         lambda: _replicasets(control_plane, namespace, "api") == 2, what="api (explicit target) rolled"
     )
     assert _replicasets(control_plane, namespace, "bystander") == 1  # not opted in
+    eventually(
+        lambda: "RolloutNotOptedIn" in _event_reasons(control_plane, namespace),
+        what="a Warning saying why worker was not restarted",
+    )
+    assert _replicasets(control_plane, namespace, "worker") == 1  # restart-on names another SecretSync
 
     service.set_secret(PROJECT_ID, "dev", f"{path}-other", "K", "unrelated-value-2")
     eventually(

@@ -23,6 +23,7 @@ from secretferry.reconcile import reasons, tenancy
 
 HOST = "https://service.example"
 TOKEN_VALUE = "a-static-access-token-value"  # checked never to reach a message
+ALLOWED = tenancy.ALLOWED_IDENTITIES_ANNOTATION
 SETTINGS = settings_mod.Settings(default_host_api=HOST)
 
 
@@ -275,10 +276,17 @@ async def test_a_cluster_identity_reads_its_secret_without_an_opt_in(world: Worl
     assert world.gets("secrets") == ["/api/v1/namespaces/ops/secrets/creds"]
 
 
-async def test_a_missing_secret_or_key_is_credentials_not_found(world: World) -> None:
+async def test_a_missing_secret_reads_as_not_opted_in_and_a_missing_key_as_not_found(world: World) -> None:
+    """For a namespaced identity a missing Secret is refused in the very words of one that did
+    not opt in: a tenant cannot probe which Secret names exist. A key missing from a Secret that
+    opted in is CredentialsNotFound (its owner consented; the key names help fix the reference)."""
     missing = world.registry.upsert(ident_mod.MACHINE, machine())
     found = await problem(world.registry.session(missing))
-    assert found.reason == reasons.CREDENTIALS_NOT_FOUND
+    world.put_secret("team-a", "creds", allowed="someone-else")
+    unopted = world.registry.upsert(ident_mod.MACHINE, machine(generation=2))
+    not_opted = await problem(world.registry.session(unopted))
+    assert found.reason == not_opted.reason == reasons.CREDENTIALS_NOT_OPTED_IN
+    assert found.message == not_opted.message
     assert "team-a/creds" in found.message
 
     world.put_secret("team-a", "creds", allowed="other-key")
@@ -354,3 +362,96 @@ async def test_a_removed_identity_is_not_found_and_its_session_retired(world: Wo
 
     assert (await problem(world.registry.resolve(secret_sync("team-a")))).reason == reasons.IDENTITY_NOT_FOUND
     assert "retired" in str(await raised(session.token()))
+
+
+# --- what the watches report (identity_intake.py) --------------------------------------------------
+
+
+async def test_watched_namespace_labels_take_effect_at_once(world: World) -> None:
+    """Once the namespace watch listed, its labels decide (no GET, no 30 s cache): a label
+    removed refuses the namespace at the next resolution, a label added admits it."""
+    world.registry.upsert(
+        ident_mod.CLUSTER, cluster(allowedNamespaces={"selector": {"matchLabels": {"tenant": "yes"}}})
+    )
+    sync = secret_sync("team-a", kind="ClusterMachineIdentity", name="shared")
+    assert world.registry.namespaces.seen("team-a", {"tenant": "yes"}) is False  # first sight: no change
+    world.registry.namespaces.listed({"team-a"})
+    await world.registry.resolve(sync)
+
+    assert world.registry.namespaces.seen("team-a", {}) is True
+    found = await problem(world.registry.resolve(sync))
+    assert found.reason == reasons.IDENTITY_NOT_ALLOWED
+    assert world.registry.namespaces.seen("team-a", {"tenant": "yes"}) is True
+    await world.registry.resolve(sync)
+    assert world.registry.namespaces.seen("team-a", {"tenant": "yes"}) is False  # unchanged
+    assert world.gets("namespaces") == []
+
+
+async def test_a_namespace_the_watch_has_not_delivered_is_read_once(world: World) -> None:
+    world.registry.upsert(
+        ident_mod.CLUSTER, cluster(allowedNamespaces={"selector": {"matchLabels": {"a": "b"}}})
+    )
+    world.registry.namespaces.listed(set())
+    world.put_namespace("new", {"a": "b"})
+    await world.registry.resolve(secret_sync("new", kind="ClusterMachineIdentity", name="shared"))
+    assert world.gets("namespaces") == ["/api/v1/namespaces/new"]
+
+
+async def test_consent_taken_back_drops_the_session_and_refuses_until_it_is_given_again(world: World) -> None:
+    world.put_secret("team-a", "creds", allowed="id")
+    entry = world.registry.upsert(ident_mod.MACHINE, machine())
+    session = await world.registry.session(entry)
+    assert world.registry.consent_seen("Secret", "team-a", "creds", {ALLOWED: "id"}) == ([], [])
+
+    # Other objects, other namespaces, other identities' names: no effect.
+    assert world.registry.consent_seen("Secret", "team-a", "unrelated", None) == ([], [])
+    assert world.registry.consent_seen("Secret", "team-b", "creds", None) == ([], [])
+    assert world.registry.consent_seen("ServiceAccount", "team-a", "creds", None) == ([], [])
+    assert entry.session is session
+
+    lost, back = world.registry.consent_seen("Secret", "team-a", "creds", {ALLOWED: "other"})
+    assert (lost, back) == ([entry], [])
+    assert entry.session is None
+    assert "retired" in str(await raised(session.token()))
+    refused = await problem(world.registry.session(entry))
+    assert refused.reason == reasons.CREDENTIALS_NOT_OPTED_IN
+    in_sync = await problem(world.registry.resolve(secret_sync("team-a")))
+    assert (
+        in_sync.reason == reasons.IDENTITY_NOT_READY and reasons.CREDENTIALS_NOT_OPTED_IN in in_sync.message
+    )
+    assert world.registry.consent_seen("Secret", "team-a", "creds", {ALLOWED: "x"}) == ([], [])  # still no
+
+    lost, back = world.registry.consent_seen("Secret", "team-a", "creds", {ALLOWED: "other, id"})
+    assert (lost, back) == ([], [entry])
+    assert await world.registry.resolve(secret_sync("team-a")) is entry
+    assert await world.registry.session(entry) is entry.session
+
+    # Deleted is consent gone too.
+    assert world.registry.consent_seen("Secret", "team-a", "creds", None) == ([entry], [])
+
+
+async def test_consent_given_after_a_failed_login_is_news(world: World) -> None:
+    """An identity whose login failed for want of an opt-in logs in again when the watch sees it."""
+    entry = world.registry.upsert(ident_mod.MACHINE, machine(auth=_kubernetes()))
+    entry.reported = ("False", reasons.CREDENTIALS_NOT_OPTED_IN, "", "")
+    assert world.registry.consent_seen("ServiceAccount", "team-a", "robot", {ALLOWED: "id"}) == ([], [entry])
+    cluster_entry = world.registry.upsert(ident_mod.CLUSTER, cluster())
+    cluster_entry.reported = ("False", reasons.CREDENTIALS_NOT_FOUND, "", "")
+    # A cluster identity needs no opt-in: the watch is not about it.
+    assert world.registry.consent_seen("Secret", "ops", "creds", None) == ([], [])
+
+
+async def test_a_missing_service_account_reads_as_not_opted_in(world: World) -> None:
+    world.put_service_account("team-a", "robot", allowed="someone-else")
+    unopted = world.registry.upsert(ident_mod.MACHINE, machine(auth=_kubernetes()))
+    not_opted = await problem((await world.registry.session(unopted)).token())
+    missing = world.registry.upsert(
+        ident_mod.MACHINE,
+        machine(
+            auth={"kubernetes": {**_kubernetes()["kubernetes"], "serviceAccountRef": {"name": "ghost"}}},
+            generation=2,
+        ),
+    )
+    found = await problem((await world.registry.session(missing)).token())
+    assert found.reason == not_opted.reason == reasons.CREDENTIALS_NOT_OPTED_IN
+    assert found.message.replace("ghost", "robot") == not_opted.message

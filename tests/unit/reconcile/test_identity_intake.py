@@ -13,8 +13,9 @@ from reconcile_fakes import FakeKube, FakeSession, FakeSessions, RecordingQueue
 
 from secretferry import settings as settings_mod
 from secretferry.kube import errors as kube_errors
+from secretferry.kube import watching
 from secretferry.reconcile import identities as ident_mod
-from secretferry.reconcile import identity_intake, identity_status, state, tasks
+from secretferry.reconcile import identity_intake, identity_status, reasons, state, tasks, tenancy
 from secretferry.service import listroutes
 
 GROUP_PATH = "/apis/secretferry.io/v1alpha1"
@@ -143,3 +144,60 @@ async def test_the_leader_ignores_an_identity_event_that_changes_no_generation()
     intake.event(ident_mod.MACHINE, "MODIFIED", _identity_body("id"))  # a status echo
 
     assert queue.queued == {}
+
+
+def _cluster_sync(namespace: str, name: str) -> state.SyncEntry:
+    body = {"spec": {"identityRef": {"kind": ident_mod.CLUSTER, "name": "shared"}}}
+    return state.SyncEntry(key=(namespace, name), uid=name, generation=1, body=body, status={})
+
+
+def _namespace(event_type: str, name: str, labels: dict[str, str]) -> watching.WatchEvent:
+    return watching.WatchEvent(event_type, {"metadata": {"name": name, "labels": labels}})  # type: ignore[arg-type]
+
+
+async def test_a_namespace_label_change_requeues_its_cluster_identity_users_at_once() -> None:
+    kube, queue = FakeKube(), RecordingQueue()
+    syncs = {
+        ("team-a", "shared-user"): _cluster_sync("team-a", "shared-user"),
+        ("team-a", "own-identity"): _sync_entry("own-identity", "id"),
+        ("team-b", "elsewhere"): _cluster_sync("team-b", "elsewhere"),
+    }
+    syncs[("team-a", "own-identity")].key = ("team-a", "own-identity")
+    intake, _ = _intake(kube, queue, syncs)
+    intake.take_over()
+    seen: set[str] = set()
+    for name in ("team-a", "team-b"):
+        intake.namespace_event(_namespace("ADDED", name, {"tenant": "yes"}), seen)
+    intake.namespace_event(watching.WatchEvent("SYNCED", {}), seen)
+    assert queue.queued == {}  # the first listing is no change
+
+    intake.namespace_event(_namespace("MODIFIED", "team-a", {}), seen)  # the label removed
+    assert queue.queued == {("team-a", "shared-user"): True}
+    intake.namespace_event(_namespace("MODIFIED", "team-b", {"tenant": "yes"}), seen)  # no change
+    assert queue.queued == {("team-a", "shared-user"): True}
+
+
+@pytest.mark.looptime
+async def test_consent_taken_back_reports_the_identity_and_requeues_its_secretsyncs() -> None:
+    kube, queue = FakeKube(), RecordingQueue()
+    syncs = {("ns", "app"): _sync_entry("app", "id"), ("ns", "other"): _sync_entry("other", "someone-else")}
+    intake, registry = _intake(kube, queue, syncs)
+    body = _identity_body("id") | {
+        "spec": {"auth": {"accessToken": {"secretRef": {"name": "creds", "key": "token"}}}}
+    }
+    intake.event(ident_mod.MACHINE, "ADDED", body)  # while standby: no check
+    intake.take_over()
+    annotation = tenancy.ALLOWED_IDENTITIES_ANNOTATION
+
+    intake.consent_seen("Secret", "ns", "creds", {annotation: "id"})
+    assert queue.queued == {}
+    intake.consent_seen("Secret", "ns", "creds", {})
+    await asyncio.sleep(1)  # virtual: the status check runs in its own task
+    assert queue.queued == {("ns", "app"): True}
+    entry = registry.get((ident_mod.MACHINE, "ns", "id"))
+    assert (
+        entry is not None and reasons.CREDENTIALS_NOT_OPTED_IN in entry.withdrawn[("Secret", "creds")].reason
+    )
+    ((method, path, kwargs),) = kube.calls
+    assert (method, path) == ("PATCH", f"{GROUP_PATH}/namespaces/ns/machineidentities/id/status")
+    assert kwargs["body"]["status"]["conditions"][0]["reason"] == reasons.CREDENTIALS_NOT_OPTED_IN

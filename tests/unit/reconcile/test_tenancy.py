@@ -20,7 +20,7 @@ POLICY = tenancy.HostPolicy.from_settings(
 INSECURE = tenancy.HostPolicy.from_settings(
     settings_mod.Settings(
         default_host_api="http://svc.internal:8080",
-        allowed_hosts="svc.internal:8080",
+        allowed_hosts="https://secrets.example.com, vault.example:8443, http://plain.example:8080",
         allow_insecure_http=True,
     )
 )
@@ -65,6 +65,18 @@ INSECURE = tenancy.HostPolicy.from_settings(
         ("http://secrets.example.com:443", True, POLICY, True),
         ("http://svc.internal:8080", True, INSECURE, False),
         (None, True, INSECURE, False),
+        # The scheme is compared too: plain http is allowed off loopback, but only to a URL the
+        # allow-list names with http; an allowed https host is not reachable over plain http.
+        ("http://secrets.example.com:443", True, INSECURE, True),
+        ("http://secrets.example.com", True, INSECURE, True),
+        ("http://vault.example:8443", True, INSECURE, True),  # a bare entry means https
+        ("https://vault.example:8443", True, INSECURE, False),
+        ("https://secrets.example.com", True, INSECURE, False),
+        ("http://plain.example:8080", True, INSECURE, False),
+        ("https://plain.example:8080", True, INSECURE, True),
+        ("https://svc.internal:8080", True, INSECURE, True),  # the default is http only
+        ("http://svc.internal:8080", False, INSECURE, False),
+        ("http://secrets.example.com:443", False, INSECURE, False),  # a cluster admin's choice
     ],
 )
 def test_check_host(host: str | None, namespaced: bool, policy: tenancy.HostPolicy, refused: bool) -> None:
