@@ -32,8 +32,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from secretferry.models import reserved
-from secretferry.models import labels, secretsync
+from secretferry.models import labels, reserved, secretsync
 from secretferry.reconcile import problems, reasons
 from secretferry.reconcile.desired import DesiredObject, FetchedSource, select_keys
 

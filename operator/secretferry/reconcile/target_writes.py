@@ -11,9 +11,9 @@ import logging
 from typing import Any
 
 from secretferry import logfields, metrics
-from secretferry.models import reserved
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import objects
+from secretferry.models import reserved
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import desired as desired_mod
