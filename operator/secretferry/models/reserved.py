@@ -57,8 +57,8 @@ DESCRIPTIVE_KEYS: Final = frozenset(
 
 # Who reads a particular key, where that says more than its domain does.
 _KNOWN_READERS: Final[Mapping[str, str]] = {
-    "app.kubernetes.io/instance": "Argo CD (its default tracking label)",
-    "app.kubernetes.io/managed-by": "secretferry and Helm (ownership)",
+    "app.kubernetes.io/instance": "Argo CD's default tracking label",
+    "app.kubernetes.io/managed-by": "ownership, for secretferry and Helm",
 }
 
 # The Secret types users sync; every other type in a reserved domain has, or may get, a controller
@@ -74,7 +74,7 @@ USER_SECRET_TYPES: Final = frozenset(
     }
 )
 
-ADMIN_READER: Final = "this cluster (the operator's forbidden target keys)"
+ADMIN_READER: Final = "this cluster's forbidden target keys"
 
 # A label key's prefix is a DNS subdomain, its name at most 63 characters of [A-Za-z0-9._-]
 # (apimachinery IsQualifiedName); an admin's domain entry is the prefix alone, ending in "/".
@@ -150,7 +150,7 @@ def key_reader(key: str, rules: Rules = NO_RULES) -> str | None:
 def label_reader(key: str, value: str, rules: Rules = NO_RULES) -> str | None:
     """``key_reader`` plus Helm's ``owner=helm``, the label that makes a record Helm's."""
     if (key, value) == HELM_OWNER_LABEL:
-        return "Helm (its release records)"
+        return "Helm's release records"
     return key_reader(key, rules)
 
 

@@ -281,7 +281,7 @@ def test_the_operator_alone_refuses_forged_helm_records(
         cond = harness.wait_reason(control_plane, namespace, name, reason)
         assert cond["status"] == "False"
         if reason == MARKS:
-            assert "label owner=helm (Helm (its release records))" in cond["message"]
+            assert "label owner=helm (Helm's release records)" in cond["message"]
             assert "nothing was written" in cond["message"]
         else:
             assert "named like a Helm release record" in cond["message"]
@@ -381,7 +381,7 @@ def test_the_admins_keys_are_refused_and_plain_labels_still_work(
     _refused_marks(control_plane, namespace, cases)
     for name in cases:
         assert (
-            "this cluster (the operator's forbidden target keys)"
+            "this cluster's forbidden target keys"
             in (harness.ready(control_plane, namespace, name) or {})["message"]
         )
     assert harness.wait_reason(control_plane, namespace, "plain", "Synced")["status"] == "True"

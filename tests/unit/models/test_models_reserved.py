@@ -20,7 +20,7 @@ ADMIN = reserved.parse_rules("example.com/, team-controller, acme.io/owner, app.
         ("helm.sh/resource-policy", "Helm"),
         ("helm.sh/hook", "Helm"),
         # Argo CD: tracking, sync/compare options, hooks, credential Secrets.
-        ("app.kubernetes.io/instance", "Argo CD (its default tracking label)"),
+        ("app.kubernetes.io/instance", "Argo CD's default tracking label"),
         ("argocd.argoproj.io/tracking-id", "Argo CD"),
         ("argocd.argoproj.io/sync-options", "Argo CD"),
         ("argocd.argoproj.io/compare-options", "Argo CD"),
@@ -37,7 +37,7 @@ ADMIN = reserved.parse_rules("example.com/, team-controller, acme.io/owner, app.
         ("kubernetes.io/service-account.name", "Kubernetes"),
         ("kubectl.kubernetes.io/last-applied-configuration", "Kubernetes"),
         ("node.kubernetes.io/exclude-from-external-load-balancers", "Kubernetes"),
-        ("app.kubernetes.io/managed-by", "secretferry and Helm (ownership)"),
+        ("app.kubernetes.io/managed-by", "ownership, for secretferry and Helm"),
         ("k8s.io/x", "Kubernetes"),
         ("cluster-autoscaler.kubernetes.io/safe-to-evict", "Kubernetes"),
         ("storage.k8s.io/x", "Kubernetes"),

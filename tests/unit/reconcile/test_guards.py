@@ -169,7 +169,7 @@ def _reserved(target: dict[str, Any], rules: str = "") -> problems.Problem | Non
         (
             {"labels": {"owner": "helm", "name": "web", "status": "deployed", "version": "2"}},
             "",
-            ["label owner=helm (Helm (its release records))"],
+            ["label owner=helm (Helm's release records)"],
         ),
         ({"kind": "ConfigMap", "labels": {"owner": "helm", "name": "cmweb"}}, "", ["label owner=helm"]),
         ({"creationPolicy": "Merge", "labels": {"owner": "helm"}}, "", ["label owner=helm"]),
@@ -202,7 +202,7 @@ def _reserved(target: dict[str, Any], rules: str = "") -> problems.Problem | Non
             "",
             ["type kubernetes.io/some-future-type (Kubernetes)"],
         ),
-        ({"labels": {"team": "a"}}, "team", ["label team (this cluster"]),
+        ({"labels": {"team": "a"}}, "team", ["label team (this cluster's forbidden target keys)"]),
         ({"annotations": {"x.example.com/y": "a"}}, "example.com/", ["annotation x.example.com/y"]),
         ({"labels": {"app.kubernetes.io/name": "web"}}, "app.kubernetes.io/name", ["app.kubernetes.io/name"]),
         # Allowed: plain keys, the descriptive recommended labels, the user Secret types.
