@@ -80,7 +80,9 @@ async def validate_create(
     cannot tell "valid" from "not looked at"; a dry-run update is refused outright, ``type`` being
     immutable. A generated name gives a plain success or the real refusal (checked on a real
     apiserver: tests/integration/operator/test_operator_type_change.py). What differs from the
-    real create is the name alone, so an admission policy that matches by name is not asked.
+    real create is the name alone, so an admission policy that matches by name is not asked; and
+    a quota counts the probe as one more object, so at its limit the change is refused although
+    delete-then-create would fit (the safe side: the old object stays, and the message says why).
     """
     metadata = {k: v for k, v in manifest["metadata"].items() if k != "name"}
     metadata["generateName"] = f"{manifest['metadata']['name']}-"
