@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from secretferry import origins
+from secretferry.models import reserved
 
 
 class Settings(BaseSettings):
@@ -81,6 +82,20 @@ class Settings(BaseSettings):
         " TokenRequest's floor, 172800 the CRD's ceiling). The token is used once, for one login, within"
         " a second, so a longer life only lengthens the time a leaked one works; a larger"
         " spec.auth.kubernetes.tokenExpirationSeconds is lowered to this.",
+    )
+
+    # --- targets ----------------------------------------------------------------------------
+    forbidden_target_keys: str = Field(
+        "",
+        description=(
+            "Comma-separated label/annotation keys (`example.com/owner`) or domains ending in `/`"
+            " (`example.com/`: every key in it and its subdomains) that no SecretSync may put on its"
+            " target, on top of the built-in list (README, Security model): the marks a controller of"
+            " this cluster reads as ownership or orders. Refused with TargetMetadataForbidden and"
+            " nothing written; it also overrides the built-in exceptions (app.kubernetes.io/name,"
+            " version, component, part-of). Set by whoever installs the operator; a namespace user"
+            " cannot change it. An entry that does not parse stops start-up."
+        ),
     )
 
     # --- scheduling -------------------------------------------------------------------------
@@ -300,6 +315,12 @@ class Settings(BaseSettings):
                 f"default_host_api {default} is plain http to a host that is not loopback;"
                 " use https, or set SECRETFERRY_ALLOW_INSECURE_HTTP=true"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _forbidden_keys_parse(self) -> Self:
+        """A mistyped entry would silently refuse nothing: it stops start-up instead."""
+        reserved.parse_rules(self.forbidden_target_keys)
         return self
 
     @model_validator(mode="after")

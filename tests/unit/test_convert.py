@@ -744,3 +744,23 @@ def test_names_in_the_steps_reach_a_shell_as_single_quoted_words() -> None:
     assert hostile in shlex.split(opt_in[0])  # one word, unchanged
     rendered = convert.render(result)
     assert "; curl" not in rendered.replace(f"'{hostile}'", "")
+
+
+def test_copied_metadata_leaves_out_marks_another_controller_acts_on() -> None:
+    """An InfisicalSecret installed by Helm or Argo CD carries their labels; a SecretSync may not
+    ask for them (TargetMetadataForbidden), so the copy leaves them out."""
+    copied = values.copied_labels(
+        {
+            "app": "web",
+            "app.kubernetes.io/name": "web",
+            "app.kubernetes.io/instance": "web",
+            "app.kubernetes.io/managed-by": "Helm",
+            "helm.sh/chart": "web-1.0.0",
+            "owner": "helm",
+        }
+    )
+    assert copied == {"app": "web", "app.kubernetes.io/name": "web"}
+    annotations = values.copied_annotations(
+        {"team": "a", "meta.helm.sh/release-name": "web", "argocd.argoproj.io/tracking-id": "x"}
+    )
+    assert annotations == {"team": "a"}

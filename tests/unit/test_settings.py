@@ -70,3 +70,11 @@ def test_a_start_above_the_streams_cap_still_gives_streams_a_schedule() -> None:
     manager = s.manager
     Backoff(manager._backoff_initial, manager._backoff_max)  # raised before: initial above the cap
     assert manager._backoff_initial == manager._backoff_max == 60.0
+
+
+def test_forbidden_target_keys_parse_at_start_up() -> None:
+    """An entry that names no key would refuse nothing: start-up stops instead."""
+    settings = settings_mod.Settings(forbidden_target_keys="example.com/, team")
+    assert settings.forbidden_target_keys == "example.com/, team"
+    with pytest.raises(pydantic.ValidationError, match="forbidden target key entry 'a b'"):
+        settings_mod.Settings(forbidden_target_keys="example.com/, a b")

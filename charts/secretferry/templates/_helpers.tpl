@@ -193,6 +193,8 @@ an extraEnv entry that repeats one of these names).
   value: {{ .Values.config.defaultHostAPI | quote }}
 - name: SECRETFERRY_ALLOWED_HOSTS
   value: {{ join "," (uniq .Values.config.allowedHosts) | quote }}
+- name: SECRETFERRY_FORBIDDEN_TARGET_KEYS
+  value: {{ join "," (uniq .Values.config.forbiddenTargetKeys) | quote }}
 - name: SECRETFERRY_ALLOW_INSECURE_HTTP
   value: {{ .Values.config.allowInsecureHTTP | quote }}
 - name: SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS

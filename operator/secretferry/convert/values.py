@@ -19,7 +19,7 @@ from typing import Final
 import jinja2
 import jinja2.defaults
 
-from secretferry.models import labels
+from secretferry.models import labels, reserved
 
 # internal/util/time.go: a v1beta1 interval is a whole number and one of these units.
 _INTERVAL: Final = re.compile(r"([0-9]+)([smhdw])")
@@ -127,14 +127,21 @@ def object_id(kind: str, namespace: str | None, name: str) -> str:
 
 
 def copied_labels(values: Mapping[str, str]) -> dict[str, str]:
-    """Labels Infisical copies from its object onto the managed one, less ours (we set those)."""
+    """Labels Infisical copies from its object onto the managed one, less ours (we set those) and
+    those another controller acts on (an InfisicalSecret installed by Helm or Argo CD carries
+    theirs; a SecretSync may not ask for them: models/reserved.py)."""
     return {
         k: v
         for k, v in values.items()
-        if not k.startswith("secretferry.io/") and k != labels.MANAGED_BY_LABEL
+        if not k.startswith("secretferry.io/")
+        and k != labels.MANAGED_BY_LABEL
+        and reserved.label_reader(k, v) is None
     }
 
 
 def copied_annotations(values: Mapping[str, str]) -> dict[str, str]:
-    """Annotations Infisical copies from its object onto the managed one."""
-    return {k: v for k, v in values.items() if not k.startswith(_NOT_COPIED)}
+    """Annotations Infisical copies from its object onto the managed one, less those another
+    controller acts on (models/reserved.py)."""
+    return {
+        k: v for k, v in values.items() if not k.startswith(_NOT_COPIED) and reserved.key_reader(k) is None
+    }

@@ -109,7 +109,15 @@ class Gone(KubeError):
 
 
 class Invalid(KubeError):
-    pass
+    """422. ``fields`` names each refused field and the kind of refusal (``data[ssh-privatekey]:
+    FieldValueRequired``) without the apiserver's detail text, which may quote a value: Go's JSON
+    errors name the offending character (``invalid character 'N'``)."""
+
+    def __init__(
+        self, status: int, reason: str, message: str, *, details_kind: str = "", fields: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(status, reason, message, details_kind=details_kind)
+        self.fields = fields
 
 
 class SecretValueUndecodable(Invalid):
@@ -140,6 +148,14 @@ def _conflicts(details: dict[str, Any]) -> tuple[FieldConflict, ...]:
     return tuple(found)
 
 
+def _fields(details: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        f"{cause.get('field') or '?'}: {cause.get('reason') or 'invalid'}"
+        for cause in details.get("causes") or ()
+        if isinstance(cause, dict)
+    )
+
+
 def from_status(status: int, body: bytes | dict[str, Any]) -> KubeError:
     """Build the error for an HTTP status and its (usually ``Status``) body."""
     payload: Any = body
@@ -163,6 +179,8 @@ def from_status(status: int, body: bytes | dict[str, Any]) -> KubeError:
         if reason == "AlreadyExists":
             return AlreadyExists(status, reason, message, details_kind=kind, conflicts=conflicts)
         return Conflict(status, reason or "Conflict", message, details_kind=kind, conflicts=conflicts)
+    if status == 422:
+        return Invalid(status, reason or "Invalid", message, details_kind=kind, fields=_fields(details))
     cls: type[KubeError]
     if status == 401:
         cls = Unauthorized

@@ -66,6 +66,34 @@ async def create(
     )
 
 
+async def validate_create(
+    kube: Kube, manifest: dict[str, Any], *, field_manager: str = FIELD_MANAGER
+) -> None:
+    """Ask the apiserver whether it would create ``manifest``, storing nothing (``dryRun=All``):
+    validation and admission run as for a real create and raise as it would (``errors.Invalid``
+    with ``.fields``, ``errors.Forbidden`` from a quota or a webhook).
+
+    For a Secret whose type must change, which means delete then create: if the create is then
+    refused, the Secret is gone. Why a create under ``metadata.generateName`` rather than the
+    real name: a dry-run create of a name that exists answers ``AlreadyExists``, which the
+    apiserver happens to check after validation (so an invalid object still gets 422), but a 409
+    cannot tell "valid" from "not looked at"; a dry-run update is refused outright, ``type`` being
+    immutable. A generated name gives a plain success or the real refusal (checked on a real
+    apiserver: tests/integration/operator/test_operator_type_change.py). What differs from the
+    real create is the name alone, so an admission policy that matches by name is not asked; and
+    a quota counts the probe as one more object, so at its limit the change is refused although
+    delete-then-create would fit (the safe side: the old object stays, and the message says why).
+    """
+    metadata = {k: v for k, v in manifest["metadata"].items() if k != "name"}
+    metadata["generateName"] = f"{manifest['metadata']['name']}-"
+    await kube.request(
+        "POST",
+        path(manifest["kind"], metadata["namespace"]),
+        query={"fieldManager": field_manager, "dryRun": "All"},
+        body={**manifest, "metadata": metadata},
+    )
+
+
 async def apply(
     kube: Kube, manifest: dict[str, Any], *, field_manager: str = FIELD_MANAGER, force: bool
 ) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from secretferry.models import base, labels
+from secretferry.models import base, labels, reserved
 
 SECRET_SYNC_KIND: Final = "SecretSync"
 
@@ -27,9 +27,15 @@ MIN_REFRESH_SECONDS: Final = 1
 DEFAULT_REFRESH_INTERVAL: Final = "5m"
 
 # Never written, whatever the spec says: the apiserver mints ServiceAccount tokens (a synced copy
-# would be a forged one), and Helm trusts its release records (a forged one would steer the next
-# `helm upgrade`). reconcile/guards.py refuses existing objects of these types too.
-FORBIDDEN_SECRET_TYPES: Final = ("kubernetes.io/service-account-token", "helm.sh/release.v1")
+# would be a forged one), Helm trusts its release records (a forged one would steer the next
+# `helm upgrade`), and the apiserver's bootstrap authenticator accepts bootstrap tokens (in
+# kube-system) as credentials. reconcile/guards.py refuses existing objects of these types too,
+# and every other type in a domain another controller owns (models/reserved.py).
+FORBIDDEN_SECRET_TYPES: Final = (
+    "kubernetes.io/service-account-token",
+    "helm.sh/release.v1",
+    "bootstrap.kubernetes.io/token",
+)
 
 CreationPolicy = Literal["Owner", "Orphan", "Merge"]
 DeletionPolicy = Literal["Retain", "Delete"]
@@ -53,13 +59,48 @@ _NO_MERGE_FROM = base.cel(
     f"{labels.MERGE_FROM_ANNOTATION} is set by the target's owner, not by a SecretSync",
     field_path=".annotations",
 )
+# The built-in part of models/reserved.py, refused at admission too. Only what a CEL rule does
+# cheaply (the operator's check also holds the admin's additions): a map of at most
+# MAX_TARGET_METADATA keys keeps a regex per key inside the apiserver's cost budget.
+MAX_TARGET_METADATA: Final = 256
+_RESERVED_RE: Final = reserved.domain_pattern()
+_DESCRIPTIVE: Final = "[" + ", ".join(f"'{k}'" for k in sorted(reserved.DESCRIPTIVE_KEYS)) + "]"
+_USER_TYPES: Final = "[" + ", ".join(f"'{t}'" for t in sorted(reserved.USER_SECRET_TYPES)) + "]"
+_DOMAINS_TEXT: Final = ", ".join(reserved.RESERVED_DOMAINS)
+_NO_HELM_OWNER = base.cel(
+    "!has(self.labels) || !('owner' in self.labels) || self.labels['owner'] != 'helm'",
+    "the label owner=helm marks Helm's release records; no SecretSync sets it",
+    field_path=".labels",
+)
+_NO_RESERVED_LABELS = base.cel(
+    f"!has(self.labels) || self.labels.all(k, !k.matches('{_RESERVED_RE}') || k in {_DESCRIPTIVE})",
+    f"labels in the domains {_DOMAINS_TEXT} (and their subdomains) are read by other controllers;"
+    " no SecretSync sets them (app.kubernetes.io/name, version, component and part-of excepted)",
+    field_path=".labels",
+)
+_NO_RESERVED_ANNOTATIONS = base.cel(
+    f"!has(self.annotations) || self.annotations.all(k, !k.matches('{_RESERVED_RE}') || k in {_DESCRIPTIVE})",
+    f"annotations in the domains {_DOMAINS_TEXT} (and their subdomains) are read by other"
+    " controllers; no SecretSync sets them",
+    field_path=".annotations",
+)
+_NO_RESERVED_TYPE = base.cel(
+    f"!self.type.matches('{_RESERVED_RE}') || self.type in {_USER_TYPES}",
+    f"Secret types in the domains {_DOMAINS_TEXT} other than {', '.join(sorted(reserved.USER_SECRET_TYPES))}"
+    " mean something to a controller; no SecretSync writes them",
+    field_path=".type",
+)
 _MIN_REFRESH = base.cel(
     f"duration(self) >= duration('{MIN_REFRESH_SECONDS}s')", f"must be at least {MIN_REFRESH_SECONDS}s"
 )
 
 
 def is_data_key(key: str) -> bool:
-    """Whether ``key`` may be a key of Secret or ConfigMap data."""
+    """Whether ``key`` may be a key of Secret or ConfigMap data: apimachinery's IsConfigMapKey,
+    which also refuses ``.``, ``..`` and any key starting with ``..`` (a volume mount would read
+    them as directories: the kubelet keeps its own ``..data`` link there)."""
+    if key in {".", ".."} or key.startswith(".."):
+        return False
     return len(key) <= DATA_KEY_MAX and _DATA_KEY_RE.match(key) is not None
 
 
@@ -156,7 +197,10 @@ class Template(base.CRModel):
     def _keys(cls, data: dict[str, str]) -> dict[str, str]:
         bad = sorted(k for k in data if not is_data_key(k))
         if bad:
-            raise ValueError(f"invalid data keys {bad} (allowed: letters, digits, '-', '_', '.')")
+            raise ValueError(
+                f"invalid data keys {bad} (allowed: letters, digits, '-', '_', '.'; not '.', '..'"
+                " or a key starting with '..')"
+            )
         return data
 
     @model_validator(mode="after")
@@ -167,7 +211,16 @@ class Template(base.CRModel):
 
 
 class Target(
-    base.CRModel, json_schema_extra=base.validations(_CONFIGMAP_UNTYPED, _NO_FORBIDDEN_TYPE, _NO_MERGE_FROM)
+    base.CRModel,
+    json_schema_extra=base.validations(
+        _CONFIGMAP_UNTYPED,
+        _NO_FORBIDDEN_TYPE,
+        _NO_MERGE_FROM,
+        _NO_HELM_OWNER,
+        _NO_RESERVED_LABELS,
+        _NO_RESERVED_ANNOTATIONS,
+        _NO_RESERVED_TYPE,
+    ),
 ):
     """The Secret or ConfigMap a SecretSync writes, always in its own namespace."""
 
@@ -181,14 +234,20 @@ class Target(
     """``Secret`` (default) or ``ConfigMap``. ConfigMap is for non-sensitive data only, and has no type."""
     type: str = Field(default="Opaque", min_length=1, max_length=253)
     """Secret type, e.g. ``Opaque`` (default) or ``kubernetes.io/tls`` (its required keys are checked).
-    kubernetes.io/service-account-token and helm.sh/release.v1 are refused. Ignored with
-    creationPolicy Merge: the existing object keeps its own."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Labels put on the target, e.g. ``{app: web}``; unless creationPolicy is Merge the operator adds
-    app.kubernetes.io/managed-by and secretferry.io/sync."""
-    annotations: dict[str, str] = Field(default_factory=dict)
-    """Annotations put on the target. Not secretferry.io/merge-from: that opt-in is for the target's
-    owner to set."""
+    Types other controllers act on are refused: kubernetes.io/service-account-token,
+    bootstrap.kubernetes.io/token, helm.sh/release.v1, and any other type in the kubernetes.io,
+    k8s.io, helm.sh, argoproj.io, fluxcd.io or secretferry.io domains except kubernetes.io/tls,
+    basic-auth, ssh-auth, dockercfg and dockerconfigjson. Ignored with creationPolicy Merge: the
+    existing object keeps its own."""
+    labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_TARGET_METADATA)
+    """Labels put on the target (at most 256), e.g. ``{app: web}``; unless creationPolicy is Merge
+    the operator adds app.kubernetes.io/managed-by and secretferry.io/sync. Refused (README,
+    Security model): owner=helm, and keys in the kubernetes.io, k8s.io, helm.sh, argoproj.io,
+    fluxcd.io and secretferry.io domains and their subdomains, except app.kubernetes.io/name,
+    version, component and part-of; plus the operator's forbidden target keys."""
+    annotations: dict[str, str] = Field(default_factory=dict, max_length=MAX_TARGET_METADATA)
+    """Annotations put on the target (at most 256). Refused as for labels: keys other controllers
+    read, among them secretferry.io/merge-from, an opt-in for the target's owner to set."""
     template: Template | None = None
     """Jinja2 templates that build the target's keys from the fetched secrets. Without one, every
     fetched key is written as it is; with one, only the templated keys unless includeAll is true."""

@@ -15,6 +15,7 @@ import fnmatch
 import hashlib
 import hmac
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -27,7 +28,11 @@ from secretferry.reconcile import problems, reasons, renderpool, templating
 # The apiserver rejects Secrets and ConfigMaps whose data exceeds 1 MiB.
 MAX_DATA_BYTES: Final = 1024 * 1024
 
-# Keys a Secret type needs (as the apiserver validates them): all of them / at least one of them.
+# What a Secret type needs, as the apiserver validates it (pkg/apis/core/validation ValidateSecret):
+# keys that must all be present (tls.crt and tls.key may be empty there) / at least one of them
+# (basic-auth) / present and not empty (ssh-auth) / a JSON object Go's encoding/json accepts.
+# A refusal here is a named reason before anything is written; a refusal by the apiserver after a
+# type change's delete would lose the Secret (target_writes also asks it first, as a dry run).
 _REQUIRED_ALL: Final = {
     "kubernetes.io/tls": ("tls.crt", "tls.key"),
     "kubernetes.io/ssh-auth": ("ssh-privatekey",),
@@ -35,6 +40,7 @@ _REQUIRED_ALL: Final = {
     "kubernetes.io/dockercfg": (".dockercfg",),
 }
 _REQUIRED_ANY: Final = {"kubernetes.io/basic-auth": ("username", "password")}
+_NOT_EMPTY: Final = {"kubernetes.io/ssh-auth": "ssh-privatekey"}
 _JSON_KEYS: Final = {
     "kubernetes.io/dockerconfigjson": ".dockerconfigjson",
     "kubernetes.io/dockercfg": ".dockercfg",
@@ -263,8 +269,9 @@ def _check_keys(data: Mapping[str, str]) -> None:
     if bad:
         raise problems.Problem(
             reasons.INVALID_KEY,
-            f"keys not allowed in Secret/ConfigMap data (letters, digits, '-', '_', '.'): {', '.join(bad)};"
-            " exclude them with excludeKeys or rename them with a template",
+            "keys not allowed in Secret/ConfigMap data (letters, digits, '-', '_', '.'; not '.', '..'"
+            f" or a key starting with '..'): {', '.join(bad)}; exclude them with excludeKeys or rename"
+            " them with a template",
         )
 
 
@@ -279,14 +286,43 @@ def _check_type(secret_type: str, data: Mapping[str, str]) -> None:
         raise problems.Problem(
             reasons.INVALID_SECRET_TYPE, f"type {secret_type} needs one of: {', '.join(wanted)}"
         )
+    required = _NOT_EMPTY.get(secret_type)
+    if required is not None and not data[required]:
+        raise problems.Problem(
+            reasons.INVALID_SECRET_TYPE, f"type {secret_type} needs a non-empty {required}"
+        )
     json_key = _JSON_KEYS.get(secret_type)
-    if json_key is not None:
-        try:
-            valid = isinstance(json.loads(data[json_key]), dict)
-        except ValueError:
-            valid = False
-        if not valid:
-            raise problems.Problem(reasons.INVALID_SECRET_TYPE, f"{json_key} must hold a JSON object")
+    if json_key is not None and not is_go_json_object(data[json_key]):
+        raise problems.Problem(
+            reasons.INVALID_SECRET_TYPE,
+            f"{json_key} must hold a JSON object (strict JSON: no NaN or Infinity, numbers within"
+            " float64 range)",
+        )
+
+
+def is_go_json_object(text: str) -> bool:
+    """Whether Go's ``json.Unmarshal`` would read ``text`` as an object, as the apiserver does for
+    docker config Secrets. Python's json module is laxer: it reads ``NaN``, ``Infinity`` and
+    ``-Infinity``, and numbers beyond float64 as infinity; Go refuses all of them. (Stricter
+    than Go: a top-level ``null``, which Go reads as an empty map, and nesting beyond Python's
+    recursion limit, ~1,000 levels, where Go allows 10,000.)"""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite, parse_int=_finite)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(value, dict)
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(literal: str) -> float:
+    """A JSON number as Go decodes it into interface{}: a float64, or an error out of range."""
+    number = float(literal)  # float() of an out-of-range literal is inf, not an error
+    if not math.isfinite(number):
+        raise ValueError("number out of float64 range")
+    return number
 
 
 def _check_size(data: Mapping[str, str]) -> None:

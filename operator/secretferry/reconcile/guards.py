@@ -9,8 +9,11 @@ nothing is written (status says why). Two chains:
   source that lists nothing, or whose key filters keep nothing, while ``spec.allowEmpty`` is
   false (``SourceEmpty``). The service answers a folder that does not exist exactly like an
   empty one (200 with empty lists), so a mistyped or deleted path must not empty a Secret.
-- **target**, once the existing object is known: objects the operator never writes whatever
-  their labels say (ServiceAccount tokens, Helm release records, its own HMAC key:
+- **target**, before anything is read: names never written (Helm release records, Secrets and
+  ConfigMaps alike; its own HMAC key: ``TargetProtected``); labels, annotations or a type that
+  another controller reads as ownership or orders (``TargetMetadataForbidden``, see
+  ``models.reserved``). Once the existing object is known: objects the operator never
+  writes whatever their labels say (ServiceAccount and bootstrap tokens, Helm release records:
   ``TargetProtected``); Merge only into an existing object whose ``secretferry.io/merge-from``
   annotation names this SecretSync (``TargetNotFound``, ``TargetNotOptedIn``); Owner/Orphan
   only into objects labelled as this SecretSync's (``TargetConflict``); never a type change
@@ -29,7 +32,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from secretferry.models import labels, secretsync
+from secretferry.models import labels, reserved, secretsync
 from secretferry.reconcile import problems, reasons
 from secretferry.reconcile.desired import DesiredObject, FetchedSource, select_keys
 
@@ -130,11 +133,11 @@ def merge_admits(annotations: Mapping[str, str] | None, sync_name: str) -> bool:
 
 
 def protected_name(desired: DesiredObject, protected: Protected) -> problems.Problem | None:
-    """Secrets refused by name alone, before anything is read or created."""
-    if desired.kind != "Secret":
-        return None
-    what = f"Secret {desired.name!r}"
-    if desired.namespace == protected.namespace and desired.name == protected.hmac_key_secret:
+    """Targets refused by name alone, before anything is read or created. Helm's ConfigMap driver
+    names its records as its Secret driver does, and ``helm rollback`` reads them by name."""
+    what = _what(desired)
+    secret = desired.kind == "Secret"
+    if secret and desired.namespace == protected.namespace and desired.name == protected.hmac_key_secret:
         return problems.Problem(
             reasons.TARGET_PROTECTED, f"{what} holds the operator's HMAC key; no SecretSync writes it"
         )
@@ -144,6 +147,37 @@ def protected_name(desired: DesiredObject, protected: Protected) -> problems.Pro
             f"{what} is named like a Helm release record; no SecretSync writes it",
         )
     return None
+
+
+def reserved_marks(
+    desired: DesiredObject, target: secretsync.Target, *, rules: reserved.Rules = reserved.NO_RULES
+) -> problems.Problem | None:
+    """Labels, annotations or a type the SecretSync asked for that another controller reads as
+    ownership or orders (``models.reserved``): refused before anything is read or written,
+    for every creation policy. Only what ``target`` asks for counts: the operator's own labels and
+    annotations are added after it (desired.py). Keys are named, label values only for Helm's
+    ``owner=helm``; ``rules`` are the admin's additions."""
+    found = [
+        f"label {key}={value} ({reader})"
+        if (key, value) == reserved.HELM_OWNER_LABEL
+        else f"label {key} ({reader})"
+        for key, value in sorted(target.labels.items())
+        if (reader := reserved.label_reader(key, value, rules)) is not None
+    ]
+    found += [
+        f"annotation {key} ({reader})"
+        for key in sorted(target.annotations)
+        if (reader := reserved.key_reader(key, rules)) is not None
+    ]
+    if desired.type is not None and (reader := reserved.type_reader(desired.type)) is not None:
+        found.append(f"type {desired.type} ({reader})")
+    if not found:
+        return None
+    return problems.Problem(
+        reasons.TARGET_METADATA_FORBIDDEN,
+        f"spec.target asks for what other controllers read as ownership or orders: {'; '.join(found)};"
+        f" no SecretSync sets these, and nothing was written to {_what(desired)}: remove them",
+    )
 
 
 def target_problem(

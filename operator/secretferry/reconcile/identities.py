@@ -128,6 +128,7 @@ class IdentityRegistry:
     ) -> None:
         self._kube = kube
         self._settings = settings
+        self._clock = clock
         self._entries: dict[IdentityKey, IdentityEntry] = {}
         self._pool = _ClientPool(
             timeout_seconds=settings.service_timeout_seconds, on_host_recovered=on_host_recovered

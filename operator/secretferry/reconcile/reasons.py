@@ -47,6 +47,8 @@ TARGET_CONFLICT: Final = "TargetConflict"  # the target exists and belongs to so
 TARGET_NOT_FOUND: Final = "TargetNotFound"  # creationPolicy Merge, and the target does not exist
 TARGET_NOT_OPTED_IN: Final = "TargetNotOptedIn"  # creationPolicy Merge, and the target does not name us
 TARGET_PROTECTED: Final = "TargetProtected"  # SA token, Helm release or our HMAC key: never written
+# Labels/annotations/type another controller trusts (Helm's owner=helm, Argo CD, Flux, kubernetes.io).
+TARGET_METADATA_FORBIDDEN: Final = "TargetMetadataForbidden"
 KUBERNETES_ERROR: Final = "KubernetesError"  # the apiserver refused a write for another reason
 
 # status.updateMode and status.updateModeReason.

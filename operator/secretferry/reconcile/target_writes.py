@@ -13,10 +13,11 @@ from typing import Any
 from secretferry import logfields, metrics
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import objects
+from secretferry.models import reserved
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import desired as desired_mod
-from secretferry.reconcile import drift, guards, outcomes, state
+from secretferry.reconcile import drift, guards, outcomes, problems, reasons, state
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,9 @@ async def write(
     protected = guards.Protected(
         namespace=deps.settings.namespace, hmac_key_secret=deps.settings.hmac_key_secret
     )
-    refused = guards.protected_name(want, protected)
+    refused = guards.protected_name(want, protected) or guards.reserved_marks(
+        want, sync.spec.target, rules=reserved.parse_rules(deps.settings.forbidden_target_keys)
+    )
     if refused is not None:
         raise refused
     actual = deps.targets.last_seen(tkey)
@@ -62,7 +65,7 @@ async def write(
     what = f"{want.kind} {want.namespace}/{want.name}"
     try:
         if why == drift.TYPE_CHANGED:
-            await _replace(deps, want, previously, protected)
+            await _replace(deps, want, previously, protected, manifest=manifest)
         if not remove:
             deps.targets.expect(tkey, manifest["data"])
         result = await objects.apply(deps.kube, manifest, force=want.creation_policy != "Merge")
@@ -91,18 +94,52 @@ def _check_target(
 
 
 async def _replace(
-    deps: deps_mod.Deps, want: desired_mod.DesiredObject, previously: list[str], protected: guards.Protected
+    deps: deps_mod.Deps,
+    want: desired_mod.DesiredObject,
+    previously: list[str],
+    protected: guards.Protected,
+    *,
+    manifest: dict[str, Any],
 ) -> None:
     """Delete a Secret whose type must change, judged on a fresh read (the cache may be behind,
-    and someone may have added keys since) and only that incarnation of it (uid precondition)."""
+    and someone may have added keys since) and only that incarnation of it (uid precondition).
+
+    Only once the apiserver has said it would create ``manifest`` (a dry run): a type change is
+    a delete and a create, and a create refused after the delete would lose the Secret for good.
+    desired.py already checks what the apiserver checks for each type; the dry run also covers
+    what it cannot see (admission policies, webhooks, a quota) and rules it does not know yet."""
     fresh = await objects.get(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name)
     if fresh is None:
         return
     _check_target(want, fresh, previously, protected)
     if drift.needs_write(want, fresh, previously_synced=previously) != drift.TYPE_CHANGED:
         return
+    try:
+        await objects.validate_create(deps.kube, manifest)
+    except kube_errors.KubeError as exc:
+        raise _replacement_refused(want, fresh, exc) from exc
     uid = (fresh.get("metadata") or {}).get("uid")
     await objects.delete(deps.kube, kind=want.kind, namespace=want.namespace, name=want.name, uid=uid)
+
+
+def _replacement_refused(
+    want: desired_mod.DesiredObject, fresh: dict[str, Any], exc: kube_errors.KubeError
+) -> problems.Problem:
+    """Why the type was not changed. An ``Invalid`` is told by its fields alone: its text may
+    quote the value (Go's JSON errors name the offending character)."""
+    kept = (
+        f"{want.kind} {want.namespace}/{want.name} was kept as it is (type {fresh.get('type') or 'Opaque'},"
+        f" its data untouched)"
+    )
+    if isinstance(exc, kube_errors.Invalid):
+        fields = ", ".join(exc.fields) or "no field named"
+        return problems.Problem(
+            reasons.KUBERNETES_ERROR,
+            f"changing the type to {want.type} means deleting and creating the {want.kind}, and the"
+            f" apiserver would refuse the new one ({fields}); {kept}",
+        )
+    problem = outcomes.from_kube_error(exc, what=f"checking a {want.type} replacement (dry run)")
+    return problems.Problem(problem.reason, f"{problem.message}; {kept}", retriable=problem.retriable)
 
 
 async def _create(

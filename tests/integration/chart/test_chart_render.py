@@ -59,6 +59,7 @@ def test_values_map_onto_settings(render: Render) -> None:
                 "config.defaultHostAPI=https://secrets.example.com",
                 "config.allowedHosts={https://other.example.com,vault.example:8443}",
                 "config.allowInsecureHTTP=true",
+                "config.forbiddenTargetKeys={example.com/,team}",
                 "config.maxTokenExpirationSeconds=900",
                 "config.logLevel=DEBUG",
                 "config.logFormat=text",
@@ -75,6 +76,7 @@ def test_values_map_onto_settings(render: Render) -> None:
     assert env["SECRETFERRY_WATCH_NAMESPACES"] == "a,b"
     assert env["SECRETFERRY_DEFAULT_HOST_API"] == "https://secrets.example.com"
     assert env["SECRETFERRY_ALLOWED_HOSTS"] == "https://other.example.com,vault.example:8443"
+    assert env["SECRETFERRY_FORBIDDEN_TARGET_KEYS"] == "example.com/,team"
     assert env["SECRETFERRY_ALLOW_INSECURE_HTTP"] == "true"
     assert env["SECRETFERRY_MAX_TOKEN_EXPIRATION_SECONDS"] == "900"
     assert env["SECRETFERRY_LOG_LEVEL"] == "DEBUG"

@@ -87,3 +87,26 @@ def test_watch_error_event_object() -> None:
     error = errors.from_status(410, status)
     assert isinstance(error, errors.Gone)
     assert error.message.startswith("too old")
+
+
+def test_an_invalid_object_names_its_fields_without_the_detail_text() -> None:
+    """Go's JSON errors quote the offending character of a value: only field and kind are kept."""
+    body = _status(
+        422,
+        "Invalid",
+        'Secret "s" is invalid: data[.dockercfg]: Invalid value: "<secret contents redacted>": invalid'
+        " character 'N' looking for beginning of value",
+        causes=[
+            {"reason": "FieldValueInvalid", "message": "invalid character 'N'", "field": "data[.dockercfg]"},
+            {"reason": "FieldValueRequired", "message": "Required value", "field": "data[ssh-privatekey]"},
+            {"message": "no field"},
+        ],
+    )
+    error = errors.from_status(422, body)
+    assert isinstance(error, errors.Invalid)
+    assert error.fields == (
+        "data[.dockercfg]: FieldValueInvalid",
+        "data[ssh-privatekey]: FieldValueRequired",
+        "?: invalid",
+    )
+    assert "'N'" not in " ".join(error.fields)

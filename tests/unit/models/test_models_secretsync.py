@@ -150,6 +150,15 @@ INVALID = [
     ),
     ({"target": {"type": "kubernetes.io/service-account-token"}}, "spec.target: Secrets of type"),
     ({"target": {"type": "helm.sh/release.v1"}}, "spec.target: Secrets of type"),
+    ({"target": {"type": "bootstrap.kubernetes.io/token"}}, "spec.target: Secrets of type"),
+    (
+        {"target": {"labels": {f"k{i}": "v" for i in range(257)}}},
+        "spec.target.labels: dictionary should have at most 256",
+    ),
+    (
+        {"target": {"template": {"data": {"..data": "x"}}}},
+        "spec.target.template.data: invalid data keys ['..data']",
+    ),
     (
         {"target": {"annotations": {"secretferry.io/merge-from": "other"}}},
         "spec.target: secretferry.io/merge-from is set by the target's owner",

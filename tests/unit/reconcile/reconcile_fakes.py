@@ -99,10 +99,11 @@ class FakeApiserver:
 
     Objects are kept by path. GET answers a stored object (404 for a core object it does not
     hold); POST to a Secret/ConfigMap collection creates (409 AlreadyExists when the name is
-    taken); a server-side apply creates or merges the way one field manager's apply does (data
-    keys it applied before and leaves out now are dropped; ``resourceVersion`` moves only when
-    something changed); a merge patch merges (``None`` removes a key). Status patches, Events and
-    anything else are accepted and not kept. ``faults[(method, path)]`` is raised once instead.
+    taken; with ``dryRun`` it stores nothing); a server-side apply creates or merges the way one
+    field manager's apply does (data keys it applied before and leaves out now are dropped;
+    ``resourceVersion`` moves only when something changed); a merge patch merges (``None``
+    removes a key). Status patches, Events and anything else are accepted and not kept.
+    ``faults[(method, path)]`` is raised once instead.
     """
 
     def __init__(self) -> None:
@@ -132,6 +133,8 @@ class FakeApiserver:
             if _KEPT_PATH.match(path):
                 raise kube_errors.NotFound(404, "NotFound", f"{path} not found")
             return {}
+        if method == "POST" and _CREATE_PATH.match(path) and (kwargs.get("query") or {}).get("dryRun"):
+            return self._stamp(body)  # a dry run: validated (no fault set), stored nowhere
         if method == "POST" and _CREATE_PATH.match(path):
             target = f"{path}/{body['metadata']['name']}"
             if target in self.objects:

@@ -135,6 +135,23 @@ TLS = {"tls.crt": "C", "tls.key": "K"}
         ),
         ("kubernetes.io/dockerconfigjson", {}, "needs keys: .dockerconfigjson"),
         ("kubernetes.io/dockercfg", {".dockercfg": "{}"}, None),
+        # What the apiserver refuses and Python would not: each lost a Secret on a type change.
+        ("kubernetes.io/ssh-auth", {"ssh-privatekey": ""}, "needs a non-empty ssh-privatekey"),
+        ("kubernetes.io/dockerconfigjson", {".dockerconfigjson": '{"a": NaN}'}, "no NaN or Infinity"),
+        ("kubernetes.io/dockercfg", {".dockercfg": '{"a": Infinity}'}, "no NaN or Infinity"),
+        ("kubernetes.io/dockercfg", {".dockercfg": '{"a": [-Infinity]}'}, "no NaN or Infinity"),
+        ("kubernetes.io/dockercfg", {".dockercfg": '{"a": 1e400}'}, "float64 range"),
+        ("kubernetes.io/dockercfg", {".dockercfg": '{"a": ' + "9" * 400 + "}"}, "float64 range"),
+        ("kubernetes.io/dockercfg", {".dockercfg": '{"a": -1.5e308, "b": 12}'}, None),
+        ("kubernetes.io/dockercfg", {".dockercfg": ""}, ".dockercfg must hold a JSON object"),
+        ("kubernetes.io/dockercfg", {".dockercfg": "null"}, ".dockercfg must hold a JSON object"),
+        ("kubernetes.io/dockercfg", {".dockercfg": '{"a": "x\\u0001"}'}, None),  # an escape: fine
+        ("kubernetes.io/dockercfg", {".dockercfg": '{"a": "x\u0001"}'}, "must hold a JSON object"),  # raw
+        ("kubernetes.io/dockercfg", {".dockercfg": '{"a": 1} x'}, "must hold a JSON object"),
+        ("kubernetes.io/dockercfg", {".dockercfg": "[" * 5000 + "]" * 5000}, "must hold a JSON object"),
+        ("kubernetes.io/dockerconfigjson", {".dockerconfigjson": '{"a":1}\n'}, None),
+        ("kubernetes.io/tls", {"tls.crt": "", "tls.key": ""}, None),  # the apiserver checks presence only
+        ("kubernetes.io/basic-auth", {"username": "", "password": ""}, None),
         ("example.com/custom", {"anything": "x"}, None),
         ("Opaque", {}, None),
     ],
@@ -226,7 +243,14 @@ def test_secret_manifest_is_base64() -> None:
 @pytest.mark.parametrize(
     ("target", "fetched", "message"),
     [
-        (None, {"bad key": "v", "ok": "v", "é": "v"}, "data (letters, digits, '-', '_', '.'): bad key, é;"),
+        (None, {"bad key": "v", "ok": "v", "é": "v"}, "starting with '..'): bad key, é;"),
+        # apimachinery IsConfigMapKey: '.', '..' and any key starting with '..' (for ConfigMaps too).
+        (
+            None,
+            {".": "v", "..": "v", "..data": "v", "...x": "v", ".ok": "v", "a..b": "v"},
+            "): ., .., ...x, ..data;",
+        ),
+        ({"kind": "ConfigMap"}, {"..data": "v"}, "): ..data;"),
         (
             {"template": {"data": {"x": "{{ secrets['bad key'] }}"}}},
             {"bad key": "v"},

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from secretferry import models
-from secretferry.models import labels
-from secretferry.reconcile import desired, guards, reasons
+from secretferry.models import labels, reserved
+from secretferry.reconcile import desired, guards, problems, reasons
 
 KEY = b"k" * 32
 Fetched = desired.FetchedSource
@@ -157,6 +157,89 @@ def test_source_messages_name_the_source_and_never_a_value() -> None:
 # --- target ----------------------------------------------------------------------------------------
 
 
+def _reserved(target: dict[str, Any], rules: str = "") -> problems.Problem | None:
+    d = want(**target)
+    return guards.reserved_marks(d, sync(target=target).spec.target, rules=reserved.parse_rules(rules))
+
+
+@pytest.mark.parametrize(
+    ("target", "rules", "named"),
+    [
+        # The Helm forgery: a Secret or ConfigMap labelled as a release's revision.
+        (
+            {"labels": {"owner": "helm", "name": "web", "status": "deployed", "version": "2"}},
+            "",
+            ["label owner=helm (Helm's release records)"],
+        ),
+        ({"kind": "ConfigMap", "labels": {"owner": "helm", "name": "cmweb"}}, "", ["label owner=helm"]),
+        ({"creationPolicy": "Merge", "labels": {"owner": "helm"}}, "", ["label owner=helm"]),
+        (
+            {"annotations": {"meta.helm.sh/release-name": "web", "helm.sh/resource-policy": "keep"}},
+            "",
+            ["annotation helm.sh/resource-policy (Helm)", "annotation meta.helm.sh/release-name (Helm)"],
+        ),
+        (
+            {"labels": {"app.kubernetes.io/instance": "web"}},
+            "",
+            ["label app.kubernetes.io/instance (Argo CD"],
+        ),
+        (
+            {"annotations": {"argocd.argoproj.io/tracking-id": "x"}},
+            "",
+            ["annotation argocd.argoproj.io/tracking-id"],
+        ),
+        (
+            {"labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+            "",
+            ["label argocd.argoproj.io/secret-type"],
+        ),
+        ({"labels": {"kustomize.toolkit.fluxcd.io/name": "x"}}, "", ["(Flux)"]),
+        ({"labels": {"node.kubernetes.io/x": "x"}}, "", ["(Kubernetes)"]),
+        ({"labels": {"app.kubernetes.io/managed-by": "Helm"}}, "", ["label app.kubernetes.io/managed-by"]),
+        ({"creationPolicy": "Merge", "labels": {labels.SYNC_LABEL: "other"}}, "", ["(secretferry)"]),
+        (
+            {"type": "kubernetes.io/some-future-type"},
+            "",
+            ["type kubernetes.io/some-future-type (Kubernetes)"],
+        ),
+        ({"labels": {"team": "a"}}, "team", ["label team (this cluster's forbidden target keys)"]),
+        ({"annotations": {"x.example.com/y": "a"}}, "example.com/", ["annotation x.example.com/y"]),
+        ({"labels": {"app.kubernetes.io/name": "web"}}, "app.kubernetes.io/name", ["app.kubernetes.io/name"]),
+        # Allowed: plain keys, the descriptive recommended labels, the user Secret types.
+        ({"labels": {"app": "web", "owner": "team-a", "app.kubernetes.io/name": "web"}}, "", []),
+        (
+            {"type": "kubernetes.io/dockerconfigjson", "template": {"data": {".dockerconfigjson": "{}"}}},
+            "",
+            [],
+        ),
+        ({"annotations": {"team": "a"}}, "example.com/", []),
+    ],
+)
+def test_reserved_marks(target: dict[str, Any], rules: str, named: list[str]) -> None:
+    problem = _reserved(target, rules)
+    if not named:
+        assert problem is None
+        return
+    assert problem is not None and problem.reason == reasons.TARGET_METADATA_FORBIDDEN
+    assert not problem.retriable  # only an edit fixes it
+    for text in named:
+        assert text in problem.message
+    assert "nothing was written" in problem.message
+
+
+def test_reserved_marks_count_only_what_was_asked() -> None:
+    """The operator's own labels and annotations (managed-by, sync, data-hmac) are added after."""
+    d = want()
+    assert labels.MANAGED_BY_LABEL in d.labels and labels.DATA_HMAC_ANNOTATION in d.annotations
+    assert guards.reserved_marks(d, sync().spec.target) is None
+
+
+def test_reserved_marks_ignore_the_type_of_a_merge() -> None:
+    """With Merge the existing object keeps its own type: the spec's type is not written."""
+    target = {"creationPolicy": "Merge", "type": "kubernetes.io/some-future-type"}
+    assert _reserved(target) is None
+
+
 @pytest.mark.parametrize(
     ("d", "expected"),
     [
@@ -169,6 +252,12 @@ def test_source_messages_name_the_source_and_never_a_value() -> None:
         (want(name="secretferry-hmac-key", namespace="secretferry-system", kind="ConfigMap"), None),
         (want(name="sh.helm.release.v1.web.v3"), reasons.TARGET_PROTECTED),
         (want(name="sh.helm.release.v1.web.v3", creationPolicy="Merge"), reasons.TARGET_PROTECTED),
+        # Helm's ConfigMap driver names its records the same way, and rollback reads them by name.
+        (want(name="sh.helm.release.v1.cmweb.v2", kind="ConfigMap"), reasons.TARGET_PROTECTED),
+        (
+            want(name="sh.helm.release.v1.cmweb.v2", kind="ConfigMap", creationPolicy="Merge"),
+            reasons.TARGET_PROTECTED,
+        ),
         (want(name="helm-values"), None),
     ],
 )

@@ -69,6 +69,8 @@ NEXT_TRY: dict[str, str | None] = {
     reasons.SOURCE_EMPTY: None,  # the scope's resync and its events bring the next look
     reasons.TEMPLATE_ERROR: None,
     reasons.TARGET_PROTECTED: None,
+    reasons.TARGET_METADATA_FORBIDDEN: None,
+    reasons.KUBERNETES_ERROR: None,  # a refused (Invalid) replacement waits for an edit
     reasons.TARGET_NOT_OPTED_IN: BACKOFF,  # an opt-in arrives without an event we watch
     reasons.IDENTITY_NOT_FOUND: None,  # its creation is an identity event, which requeues
     reasons.IDENTITY_NOT_READY: None,
@@ -663,3 +665,75 @@ async def test_an_apiserver_failure_while_checking_allowed_namespaces_is_reporte
 
     assert world.ready()["status"] == "False"
     assert delay is not None and delay > 0
+
+
+# --- reserved marks and type changes (issue 20) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "reader"),
+    [
+        ({"labels": {"owner": "helm", "name": "web", "status": "deployed", "version": "2"}}, "owner=helm"),
+        ({"kind": "ConfigMap", "labels": {"owner": "helm", "name": "web"}}, "owner=helm"),
+        ({"creationPolicy": "Merge", "annotations": {"argocd.argoproj.io/tracking-id": "x"}}, "Argo CD"),
+        ({"labels": {"app.kubernetes.io/instance": "web"}}, "Argo CD"),
+    ],
+)
+async def test_reserved_marks_are_refused_before_anything_is_read(
+    world: World, target: dict[str, Any], reader: str
+) -> None:
+    delay = await world.run(sync_body(target=target))
+
+    ready = world.ready()
+    assert (ready["status"], ready["reason"]) == ("False", reasons.TARGET_METADATA_FORBIDDEN)
+    assert reader in ready["message"]
+    assert_delay(reasons.TARGET_METADATA_FORBIDDEN, delay)
+    assert world.apiserver.objects == {}
+    assert [(m, p) for m, p, _ in world.kube.calls if p.startswith("/api/v1/namespaces/")] == []
+
+
+RETYPED = "example.com/legacy"  # a type with no rules of ours: only the apiserver's dry run judges it
+
+
+async def _retyped(world: World, *, fault: kube_errors.KubeError | None) -> float | None:
+    if fault is not None:
+        world.apiserver.faults[("POST", objects.path("Secret", NAMESPACE))] = fault
+    world.later()
+    return await world.run(sync_body(generation=2, target={"type": RETYPED}))
+
+
+async def test_a_type_change_the_apiserver_would_refuse_keeps_the_secret(world: World) -> None:
+    """The dry run's refusal is told by field, never by the apiserver's text (which may quote a
+    value), and the Secret is neither deleted nor written."""
+    invalid = kube_errors.Invalid(
+        422,
+        "Invalid",
+        "data[.dockerconfigjson]: Invalid value: invalid character 'h' (hunter2-password-value)",
+        fields=("data[.dockerconfigjson]: FieldValueInvalid",),
+    )
+    await synced(world)
+    before = world.apiserver.objects[SECRET_PATH]
+
+    delay = await _retyped(world, fault=invalid)
+
+    ready = world.ready()
+    assert (ready["status"], ready["reason"]) == ("False", reasons.KUBERNETES_ERROR)
+    assert "data[.dockerconfigjson]: FieldValueInvalid" in ready["message"]
+    assert "was kept as it is (type Opaque, its data untouched)" in ready["message"]
+    assert "invalid character" not in world.shown()
+    assert_delay(reasons.KUBERNETES_ERROR, delay)
+    assert world.apiserver.objects[SECRET_PATH] == before
+    assert [m for m, _ in world.target_writes()] == ["POST"]  # the dry run, and nothing after it
+
+
+async def test_a_type_change_the_apiserver_accepts_replaces_the_secret(world: World) -> None:
+    await synced(world)
+    delay = await _retyped(world, fault=None)
+
+    assert delay is None
+    assert world.ready()["reason"] == reasons.SYNCED
+    assert world.apiserver.objects[SECRET_PATH]["type"] == RETYPED
+    assert world.apiserver.secret_data(NAMESPACE, NAME) == VALUES
+    dry_runs = [kw for m, _, kw in world.kube.calls if m == "POST" and (kw.get("query") or {}).get("dryRun")]
+    assert [kw["body"]["metadata"].get("generateName") for kw in dry_runs] == [f"{NAME}-"]
+    assert [m for m, _ in world.target_writes()] == ["POST", "DELETE", "PATCH"]
