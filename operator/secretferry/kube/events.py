@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Literal, NotRequired, TypedDict
 from urllib.parse import quote
 
-from secretferry import logfields
+from secretferry import controlchars, logfields
 from secretferry.kube import errors
 from secretferry.kube.client import Kube
 
@@ -135,7 +135,8 @@ def build(
         "reportingInstance": reporting_instance[:_SHORT_MAX_CHARS],
         "action": action[:_SHORT_MAX_CHARS],
         "reason": reason[:_SHORT_MAX_CHARS],
-        "note": _clip_bytes(note, _NOTE_MAX_BYTES),
+        # The note quotes tenants' and the service's text: escaped like log lines and statuses.
+        "note": _clip_bytes(controlchars.escape(note), _NOTE_MAX_BYTES),
         "type": type,
         "regarding": ref,
     }

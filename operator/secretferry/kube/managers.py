@@ -2,7 +2,7 @@
 
 Why one per SecretSync: server-side apply treats each apply as the *whole* intent of its field
 manager, and removes what that manager owned before and no longer sends. With one manager for
-every write (``secretferry``, up to 0.x), two ``Merge`` SecretSyncs writing into one Secret were
+every write (``secretferry``, up to 0.1), two ``Merge`` SecretSyncs writing into one Secret were
 one manager whose intent flipped between their key sets, so each apply deleted the other's keys.
 With ``secretferry/<name>`` each SecretSync owns its own keys; the apiserver keeps both sets, and
 two SecretSyncs that want one key with different values get a named ``Conflict`` instead of
@@ -16,7 +16,7 @@ hashed manager never equals a plain one, and two long names share a manager only
 collision on 128 bits (a birthday search of ~2^64 hashes) — and even then the names' author could
 only make two of their own SecretSyncs share keys.
 
-Upgrading: objects written by 0.x carry ``secretferry``'s entries (``Apply``, and ``Update`` from
+Upgrading: objects written by 0.1 carry ``secretferry``'s entries (``Apply``, and ``Update`` from
 a create). Left alone they would co-own our fields forever: a Merge SecretSync changing a value
 would hit a ``Conflict`` with ``secretferry``, and a key or label it stops sending would never be
 removed. :func:`hand_over` moves those fields to the SecretSync's own manager by rewriting
