@@ -29,6 +29,7 @@ NAMESPACED_RULES = {
     *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
     *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
     ("events.k8s.io", "events", "create"),
+    ("events.k8s.io", "events", "patch"),
     ("", "serviceaccounts", "get"),
     ("", "serviceaccounts/token", "create"),
     *{
