@@ -9,8 +9,10 @@ every sample must hold every key.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+from typing import Any
 
 import harness
 import pytest
@@ -123,3 +125,104 @@ def test_delete_policy_removes_only_that_secretsyncs_keys(
         lambda: secret_data(control_plane, namespace, "shared") == _want(namespace, n, 1),
         what="the changed values, the owner's keys beside them",
     )
+
+
+def _managers(cp: ControlPlane, namespace: str, name: str) -> set[str]:
+    obj = json.loads(
+        cp.kubectl("get", "secret", name, "-n", namespace, "-o", "json", "--show-managed-fields")
+    )
+    return {e["manager"] for e in obj["metadata"].get("managedFields") or []}
+
+
+def _as_0_1(cp: ControlPlane, manifest: dict[str, Any], data: dict[str, str]) -> None:
+    """Written the way 0.1 wrote targets: server-side apply of ``data`` (base64, as the operator
+    sends it) as the one manager ``secretferry``."""
+    manifest["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+    cp.kubectl("apply", "--server-side", "--field-manager=secretferry", "-f", "-", input=json.dumps(manifest))
+
+
+def test_targets_written_by_0_1_are_handed_over_at_the_next_write(
+    control_plane: ControlPlane,
+    operator: OperatorProcess,
+    service: DevServer,
+    namespace: str,
+    hostile: tenant.Tenant,
+) -> None:
+    harness.kubernetes_identity(control_plane, namespace)
+    # An Owner target: its old label and key, which the SecretSync no longer has, go with the handover.
+    _as_0_1(
+        control_plane,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": "up",
+                "namespace": namespace,
+                "labels": {
+                    "app.kubernetes.io/managed-by": "secretferry",
+                    "secretferry.io/sync": "up",
+                    "dropped-since": "yes",
+                },
+            },
+        },
+        {"K": "old-value-0-1", "STALE": "stale-value-0-1"},
+    )
+    service.set_secret(PROJECT_ID, "dev", f"/{namespace}/up", "K", _value(namespace, 0, 1))
+    hostile.apply(sync_manifest(namespace, "up", sources=[source(f"/{namespace}/up")], target={}))
+    eventually(
+        lambda: secret_data(control_plane, namespace, "up") == {"K": _value(namespace, 0, 1)},
+        what="the owned target rewritten without its stale key",
+    )
+    obj = harness.get(control_plane, "secret", "up", namespace)
+    assert obj is not None and "dropped-since" not in obj["metadata"]["labels"]
+    assert eventually(
+        lambda: _managers(control_plane, namespace, "up") == {"secretferry/up"}, what="one manager"
+    )
+
+    # A Merge target where 0.1's manager holds m2's key: m2 changes its value (a Conflict with
+    # "secretferry" without the handover), m1 adds its own; both stay.
+    # Created, not applied: kubectl's server-side apply below would otherwise take a client-side
+    # apply's fields over for "secretferry" (its csaupgrade), which 0.1 never did.
+    harness.VALUES.update(OWNER_DATA.values())
+    control_plane.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "shared", "namespace": namespace, "annotations": {MERGE_FROM: "m1,m2"}},
+                "stringData": OWNER_DATA,
+            }
+        ),
+    )
+    _as_0_1(
+        control_plane,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "shared", "namespace": namespace},
+        },
+        {"K1": _value(namespace, 1, 0)},
+    )
+    for i, name in ((1, "m2"), (0, "m1")):
+        service.set_secret(PROJECT_ID, "dev", f"/{namespace}/{name}", f"K{i}", _value(namespace, i, 1))
+        hostile.apply(
+            sync_manifest(
+                namespace,
+                name,
+                sources=[source(f"/{namespace}/{name}")],
+                target={"name": "shared", "creationPolicy": "Merge"},
+            )
+        )
+    eventually(
+        lambda: secret_data(control_plane, namespace, "shared") == _want(namespace, 2, 1),
+        what="both SecretSyncs' new values beside the owner's",
+    )
+    for name in ("m1", "m2"):
+        assert harness.wait_reason(control_plane, namespace, name, "Synced")["status"] == "True"
+    assert "secretferry" not in _managers(control_plane, namespace, "shared")
+    handed = [line for line in operator.log_text().splitlines() if "took over fields of the former" in line]
+    assert any(f"{namespace}/up" in line for line in handed)
+    assert any(f"{namespace}/shared" in line and "secretferry/m2" in line for line in handed)
