@@ -61,7 +61,8 @@ def test_a_flapping_secretsync_makes_two_events_with_series(
         )
         return [e for e in listed["items"] if e["regarding"].get("name") == "flap"]
 
-    # 2 * FLIPS transitions; the first of each kind posted (a first success is not), every other one counted into it.
+    # 2 * FLIPS transitions after the first success (which only status shows): the first of each
+    # reason posted, every other one counted into it.
     after = eventually(
         lambda: (
             (a := _events_total(operator))
