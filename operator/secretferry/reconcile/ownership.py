@@ -71,22 +71,31 @@ async def _hand_over(
     only: managers.FieldSet | None,
 ) -> dict[str, Any] | None:
     """Move the old manager's fields in ``obj`` to ``to``; the object written, or None if nothing
-    was to move. A lost race (the object changed since ``obj``) raises ``Conflict``: the pass
-    reports it and the next one reads again."""
+    was moved. A lost race (the object changed since ``obj``, a ``Conflict``) moves nothing: the
+    write itself is done, and the next write of this target tries again."""
     metadata = obj.get("metadata") or {}
     fields = managers.hand_over(metadata.get("managedFields"), to=to, only=only)
     version = metadata.get("resourceVersion")
     if fields is None or not version:
         return None
-    result = await objects.set_managed_fields(
-        kube,
-        kind=want.kind,
-        namespace=want.namespace,
-        name=want.name,
-        resource_version=str(version),
-        managed_fields=fields,
-        field_manager=to,
-    )
+    try:
+        result = await objects.set_managed_fields(
+            kube,
+            kind=want.kind,
+            namespace=want.namespace,
+            name=want.name,
+            resource_version=str(version),
+            managed_fields=fields,
+            field_manager=to,
+        )
+    except kube_errors.Conflict:
+        log.debug(
+            "%s %s/%s changed meanwhile: its field managers are handed over at the next write",
+            want.kind,
+            want.namespace,
+            want.name,
+        )
+        return None
     log.info(
         "took over fields of the former field manager %r in %s %s/%s as %r",
         managers.LEGACY,

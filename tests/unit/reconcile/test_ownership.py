@@ -141,3 +141,13 @@ async def test_an_owned_target_takes_everything_over_and_applies_again_to_drop_s
         ("PATCH", objects.APPLY_PATCH, "secretferry/app"),
     ]
     assert [kw["query"].get("force") for _, _, kw in kube.calls] == [True, None, True]
+
+
+async def test_a_hand_over_that_lost_a_race_leaves_the_write_done() -> None:
+    legacy = {"manager": "secretferry", "operation": "Apply", "fieldsV1": {"f:data": {"f:a": {}}}}
+    stale = kube_errors.Conflict(409, "Conflict", "the object has been modified")
+    kube = FakeKube(Script(stored([legacy]), stale))
+    owned = want("Owner", "app")
+    result = await ownership.apply(kube.port(), owned, owned.manifest(), previously=[])
+    assert result == stored([legacy])  # the apply's result; the hand-over waits for the next write
+    assert len(kube.calls) == 2
