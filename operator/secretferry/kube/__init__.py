@@ -27,5 +27,6 @@ Why raw JSON and no client library: at 10,000 objects generated models' (de)seri
 more CPU than the requests, and importing kubernetes_asyncio alone cost ~59 MiB and over a second
 of start-up. Why so thin: deciding *whether* to write belongs to ``reconcile``;
 this layer only writes what it is told, and reports failures as classes a caller can act on.
-It imports only ``secretferry.models``/``secretferry.settings`` of ours, never reconcile or handlers.
+It imports only ``secretferry.models``/``secretferry.settings`` and the top-level helpers (``logfields``,
+``controlchars``, ``metrics``) of ours, never reconcile or handlers.
 """
