@@ -180,13 +180,13 @@ async def post(
         action=action,
         note=note,
     )
-    if decision.combined:
-        metrics.EVENTS_COMBINED.inc()
     fields = logfields.about(regarding["kind"], regarding.get("namespace"), regarding["name"], reason=reason)
     if decision.action == "drop":
         metrics.EVENTS.labels(result="dropped").inc()
         logger.debug("event %s dropped: over the rate limit of Events for this object", reason, extra=fields)
         return False
+    if decision.combined:
+        metrics.EVENTS_COMBINED.inc()
     if decision.action == "count":
         metrics.EVENTS.labels(result="series").inc()
         return True
