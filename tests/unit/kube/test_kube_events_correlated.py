@@ -113,3 +113,13 @@ async def test_a_flapping_object_is_rate_limited_and_its_notes_combined() -> Non
     assert [m for m, _, _ in kube.calls].count("PATCH") == 1
     assert metrics.EVENTS_COMBINED._value.get() - combined == 31
     assert counted("dropped") == dropped and all(results)
+
+
+async def test_over_the_rate_limit_nothing_is_sent_and_the_drop_is_counted() -> None:
+    clock, kube = Clock(), Recorder()
+    correlator = eventcache.Correlator(clock=clock, burst=2)
+    dropped = counted("dropped")
+    results = [await _post(kube, correlator, note=f"note {i}") for i in range(4)]
+    assert results == [True, True, False, False]
+    assert len(kube.calls) == 2
+    assert counted("dropped") - dropped == 2
