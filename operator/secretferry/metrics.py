@@ -9,7 +9,8 @@ Where they are fed: syncs, durations and writes in ``reconcile/sync.py``; list c
 fetcher's ``on_call``; the gauges and stream counters in ``reconcile/resync.py`` and
 ``reconcile/streaming.py``; logins
 through ``AuthSession(on_login=...)`` in ``reconcile/identities.py``; rollouts in
-``reconcile/rollouts.py``; build info here, at import; the queue depth from the scheduler
+``reconcile/rollouts.py``; Events in ``kube/events.py``; build info here, at import; the queue
+depth from the scheduler
 (``reconcile/scheduler.py``, a callback read at each scrape); the opt-in per-SecretSync condition
 gauge in ``reconcile/sync_report.py``, removed in ``reconcile/sync_intake.py``.
 
@@ -67,6 +68,21 @@ RESYNCS_AFTER_RECONNECT = Counter(
     "secretferry_resyncs_after_reconnect_total", "Scopes resynced because a stream (re)connected."
 )
 ROLLOUTS = Counter("secretferry_rollouts_total", "Workload rollout restarts by kind.", ["kind"])
+# Fed in kube/events.py, after client-go's correlation (kube/eventcache.py).
+EVENTS = Counter(
+    "secretferry_events_total",
+    "Events the operator meant to record, by what became of each: posted (a new Event), series"
+    " (counted into an equal Event posted before), dropped (over the rate limit per object),"
+    " failed (refused by the apiserver).",
+    ["result"],
+)
+for _result in ("posted", "series", "dropped", "failed"):  # all at 0 from the start
+    EVENTS.labels(result=_result)
+EVENTS_COMBINED = Counter(
+    "secretferry_events_combined_total",
+    "Events recorded as '(combined from similar events)': 10 different notes for one object,"
+    " type and reason within 10 minutes.",
+)
 # The usual build-info idiom: a constant 1 whose labels say what runs, so a dashboard can join on it
 # or count replicas by version during an upgrade. Set here, at import, because it never changes
 # within a process; one series per process, so bounded.

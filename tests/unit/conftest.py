@@ -7,6 +7,19 @@ from collections.abc import Iterator
 import pytest
 
 from secretferry import metrics
+from secretferry.kube import eventcache, events
+
+
+@pytest.fixture(autouse=True)
+def fresh_event_correlation() -> Iterator[None]:
+    """Each test starts with no Event history: the process-wide correlation would otherwise count
+    one test's Events into another's series or rate limit."""
+    saved = events.CORRELATOR
+    events.CORRELATOR = eventcache.Correlator()
+    try:
+        yield
+    finally:
+        events.CORRELATOR = saved
 
 
 @pytest.fixture

@@ -122,10 +122,11 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "watch", "create", "patch"]
-# Events on Ready transitions, events.k8s.io/v1 only (kopf's own event posting is off).
+# Events on Ready transitions, events.k8s.io/v1 only (kopf's own event posting is off); patch:
+# a repeat is counted into the Event posted first (its series), as client-go's recorder does.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "patch"]
 {{- if .Values.config.tokenRequestsEnabled }}
 # Kubernetes auth: read a ServiceAccount's opt-in annotation (secretferry.io/allowed-identities)
 # before each login, and watch those annotations (metadata only) so consent taken back ends the

@@ -16,7 +16,7 @@ from prometheus_client import start_http_server
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
-from secretferry import logfields, metrics
+from secretferry import controlchars, logfields, metrics
 from secretferry import settings as settings_mod
 from secretferry.handlers import operator as _handlers  # noqa: F401 - registers the handlers
 
@@ -60,15 +60,34 @@ class JsonFormatter(_JsonFormatter):
 
 
 class TextFormatter(logging.Formatter):
-    """A line for humans: time, level, logger and message, then the line's fields as key=value."""
+    """A line for humans: time, level, logger and message, then the line's fields as key=value.
+
+    One record is one line: control characters in the message and the fields are escaped
+    (``controlchars``), since they quote paths, key names and texts tenants and the service
+    wrote; a traceback follows on lines of its own, indented, so no part of it reads as a line.
+    """
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = controlchars.escape(record.message)
+        return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:
+        return controlchars.escape_block(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return controlchars.escape_block(super().formatStack(stack_info))
+
     def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info:  # a traceback cached by another handler was not escaped: make ours
+            record.exc_text = None
         text = super().format(record)
         fields = [(f, getattr(record, f, None)) for f in logfields.FIELDS]
-        shown = " ".join(f"{'name' if f == logfields.NAME else f}={v}" for f, v in fields if v)
+        shown = " ".join(
+            f"{'name' if f == logfields.NAME else f}={controlchars.escape(str(v))}" for f, v in fields if v
+        )
         if not shown:
             return text
         head, newline, trace = text.partition("\n")  # fields on the message's line, not the traceback's

@@ -9,6 +9,10 @@ IdentityNotFound): a thousand SecretSyncs meant a thousand WARNING lines about E
 could read anyway. So a namespace seen refusing for that reason is remembered for a while
 (:class:`TerminatingNamespaces`): no Event is posted there, one DEBUG line says so, and callers
 ask :func:`terminating` before they log a transition of an object in it.
+
+Before an Event is sent it goes through client-go's correlation (``eventcache``): a rate limit
+per object, aggregation of many different notes, and repeats counted into the first Event's
+``series`` instead of new Events. That needs ``patch`` on events besides ``create``.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from datetime import UTC, datetime
 from typing import Literal, NotRequired, TypedDict
 from urllib.parse import quote
 
-from secretferry import logfields
-from secretferry.kube import errors
+from secretferry import controlchars, logfields, metrics
+from secretferry.kube import errors, eventcache
 from secretferry.kube.client import Kube
 
 logger = logging.getLogger(__name__)
@@ -88,6 +92,10 @@ TERMINATING = TerminatingNamespaces()
 """The process's memory of terminating namespaces (a module-level one: every poster shares it)."""
 
 
+CORRELATOR = eventcache.Correlator()
+"""The process's Event correlation (module-level like ``TERMINATING``: every poster shares it)."""
+
+
 def terminating(namespace: str | None) -> bool:
     """Whether ``namespace`` was seen being deleted lately: then nothing about its objects is
     worth an Event or a WARNING line."""
@@ -135,7 +143,8 @@ def build(
         "reportingInstance": reporting_instance[:_SHORT_MAX_CHARS],
         "action": action[:_SHORT_MAX_CHARS],
         "reason": reason[:_SHORT_MAX_CHARS],
-        "note": _clip_bytes(note, _NOTE_MAX_BYTES),
+        # The note quotes tenants' and the service's text: escaped like log lines and statuses.
+        "note": _clip_bytes(controlchars.escape(note), _NOTE_MAX_BYTES),
         "type": type,
         "regarding": ref,
     }
@@ -152,29 +161,66 @@ async def post(
     reporting_controller: str = REPORTING_CONTROLLER,
     reporting_instance: str,
     namespaces: TerminatingNamespaces | None = None,
+    correlator: eventcache.Correlator | None = None,
 ) -> bool:
-    """Record an Event; returns whether it was posted. Failures are logged at WARNING and
-    otherwise ignored, except in a namespace being deleted: nothing is posted there, and one DEBUG
-    line says so (``namespaces``: the memory of those, the process's own by default)."""
+    """Record an Event; returns whether it was recorded (posted, or counted into an Event posted
+    before). Failures are logged at WARNING and otherwise ignored, except in a namespace being
+    deleted: nothing is posted there, and one DEBUG line says so (``namespaces``: the memory of
+    those, the process's own by default). ``correlator``: the process's own by default."""
     memory = TERMINATING if namespaces is None else namespaces
     namespace = event_namespace(regarding)
     if namespace in memory:
         return False
+    correlation = CORRELATOR if correlator is None else correlator
+    decision = correlation.decide(
+        source=(reporting_controller, reporting_instance),
+        regarding=tuple(str(regarding.get(k) or "") for k in _REGARDING_KEYS),
+        type=type,
+        reason=reason,
+        action=action,
+        note=note,
+    )
+    fields = logfields.about(regarding["kind"], regarding.get("namespace"), regarding["name"], reason=reason)
+    if decision.action == "drop":
+        metrics.EVENTS.labels(result="dropped").inc()
+        logger.debug("event %s dropped: over the rate limit of Events for this object", reason, extra=fields)
+        return False
+    if decision.combined:
+        metrics.EVENTS_COMBINED.inc()
+    if decision.action == "count":
+        metrics.EVENTS.labels(result="series").inc()
+        return True
+    series = decision.series
+    assert series is not None  # post and patch always carry their series
+    if decision.action == "patch" and series.name is not None:
+        try:
+            await kube.request(
+                "PATCH",
+                f"{_collection(namespace)}/{quote(series.name, safe='')}",
+                body={"series": {"count": series.count, "lastObservedTime": _micro(series.last_observed)}},
+                content_type=_MERGE_PATCH,
+            )
+        except errors.NotFound:
+            series = correlation.renew(series)  # expired (1 h by default) or deleted: post anew
+        except errors.KubeError as exc:
+            _failed(exc, regarding=regarding, reason=reason, namespace=namespace, fields=fields)
+            return False
+        else:
+            metrics.EVENTS.labels(result="series").inc()
+            return True
     body = build(
         regarding=regarding,
         reason=reason,
-        note=note,
+        note=decision.note,
         type=type,
         action=action,
         reporting_controller=reporting_controller,
         reporting_instance=reporting_instance,
     )
-    fields = logfields.about(regarding["kind"], regarding.get("namespace"), regarding["name"], reason=reason)
     try:
-        await kube.request(
-            "POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events", body=body
-        )
+        await kube.request("POST", _collection(namespace), body=body)
     except errors.KubeError as exc:
+        correlation.forget(series)
         if namespace_going(exc):
             if memory.seen(namespace):
                 logger.debug(
@@ -184,14 +230,37 @@ async def post(
                     extra=fields,
                 )
             return False
-        logger.warning(
-            "could not post event %s for %s %s/%s: %s",
-            reason,
-            regarding["kind"],
-            namespace,
-            regarding["name"],
-            exc,
-            extra=fields,
-        )
+        _failed(exc, regarding=regarding, reason=reason, namespace=namespace, fields=fields)
         return False
+    correlation.posted(series, str(body["metadata"]["name"]))  # type: ignore[index]  # built above
+    metrics.EVENTS.labels(result="posted").inc()
     return True
+
+
+_MERGE_PATCH = "application/merge-patch+json"
+# What identifies the regarding object for the correlation (client-go's spam key, but the source).
+_REGARDING_KEYS = ("apiVersion", "kind", "namespace", "name", "uid")
+
+
+def _collection(namespace: str) -> str:
+    return f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events"
+
+
+def _micro(seconds: float) -> str:
+    """A wall-clock time as events.k8s.io's MicroTime."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _failed(
+    exc: errors.KubeError, *, regarding: ObjectRef, reason: str, namespace: str, fields: dict[str, str]
+) -> None:
+    metrics.EVENTS.labels(result="failed").inc()
+    logger.warning(
+        "could not post event %s for %s %s/%s: %s",
+        reason,
+        regarding["kind"],
+        namespace,
+        regarding["name"],
+        exc,
+        extra=fields,
+    )

@@ -11,11 +11,13 @@ from __future__ import annotations
 from typing import Any, Literal
 from urllib.parse import quote
 
-from secretferry.kube import errors
+from secretferry.kube import errors, managers
 from secretferry.kube.client import Kube
 
 Kind = Literal["Secret", "ConfigMap"]
-FIELD_MANAGER = "secretferry"
+FIELD_MANAGER = managers.LEGACY
+"""The default for tools and tests only: the operator writes a target as the SecretSync it is for
+(``managers.for_sync``), so that SecretSyncs sharing one object keep each other's keys."""
 # The apply content type; JSON is a subset of YAML, so the body is sent as JSON.
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
@@ -138,6 +140,33 @@ async def remove_keys(
     body: dict[str, Any] = {"data": removals}
     if kind == "ConfigMap":
         body["binaryData"] = removals
+    return await kube.request(
+        "PATCH",
+        path(kind, namespace, name),
+        query={"fieldManager": field_manager},
+        body=body,
+        content_type=MERGE_PATCH,
+    )
+
+
+async def set_managed_fields(
+    kube: Kube,
+    *,
+    kind: Kind,
+    namespace: str,
+    name: str,
+    resource_version: str,
+    managed_fields: list[dict[str, Any]],
+    field_manager: str = FIELD_MANAGER,
+) -> dict[str, Any]:
+    """Replace the object's ``metadata.managedFields`` (see ``managers.hand_over``); return the result.
+
+    Only if the object is still at ``resource_version`` (:class:`errors.Conflict` otherwise):
+    ownership computed from an older read must not overwrite a newer one. The apiserver takes
+    managedFields sent in a patch as the new ownership, and records nothing for ``field_manager``
+    because no value changes.
+    """
+    body = {"metadata": {"resourceVersion": resource_version, "managedFields": managed_fields}}
     return await kube.request(
         "PATCH",
         path(kind, namespace, name),

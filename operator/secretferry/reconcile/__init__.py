@@ -18,6 +18,7 @@ The pass, for one SecretSync::
 
     sync             the pass, top to bottom: identity → scopes → fetch → build → write → report
     target_writes    create/apply/replace/trim the target, or a Problem (decided against the cache)
+    ownership        the apply as the SecretSync's own field manager; 0.1's shared one handed over
     sync_report      status patch when it differs, an Event on a Ready transition
     deps             the bag of what the pass needs (built once by the controller)
 

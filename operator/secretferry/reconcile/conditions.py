@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pydantic
 
+from secretferry import controlchars
 from secretferry.models import base as models_base
 
 Status = Literal["True", "False", "Unknown"]
@@ -59,7 +60,9 @@ def set_condition(
             type=type_,
             status=status,
             reason=reason,
-            message=message[: models_base.CONDITION_MESSAGE_MAX],
+            # Messages quote tenants' and the service's text: no line breaks or bidi controls
+            # in ``kubectl describe`` (the same escaping as log lines and Event notes).
+            message=controlchars.escape(message)[: models_base.CONDITION_MESSAGE_MAX],
             observed_generation=observed_generation,
             last_transition_time=transition,
         )

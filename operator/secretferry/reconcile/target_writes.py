@@ -17,7 +17,7 @@ from secretferry.models import reserved
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import desired as desired_mod
-from secretferry.reconcile import drift, guards, outcomes, problems, reasons, state
+from secretferry.reconcile import drift, guards, outcomes, ownership, problems, reasons, state
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +68,15 @@ async def write(
             await _replace(deps, want, previously, protected, manifest=manifest)
         if not remove:
             deps.targets.expect(tkey, manifest["data"])
-        result = await objects.apply(deps.kube, manifest, force=want.creation_policy != "Merge")
+        result = await ownership.apply(deps.kube, want, manifest, previously=previously)
         if remove:
             result = await objects.remove_keys(
-                deps.kube, kind=want.kind, namespace=want.namespace, name=want.name, keys=sorted(remove)
+                deps.kube,
+                kind=want.kind,
+                namespace=want.namespace,
+                name=want.name,
+                keys=sorted(remove),
+                field_manager=ownership.manager(want),
             )
     except kube_errors.KubeError as exc:
         deps.targets.write_failed(tkey)
@@ -150,7 +155,7 @@ async def _create(
     manifest = want.manifest()
     deps.targets.expect(tkey, manifest["data"])
     try:
-        result = await objects.create(deps.kube, manifest)
+        result = await objects.create(deps.kube, manifest, field_manager=ownership.manager(want))
     except kube_errors.AlreadyExists:
         deps.targets.write_failed(tkey)
         return None

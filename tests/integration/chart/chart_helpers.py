@@ -30,6 +30,7 @@ NAMESPACED_RULES = {
     *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
     ("events.k8s.io", "events", "create"),
     *{("", "serviceaccounts", verb) for verb in ("get", "list", "watch")},  # list/watch: opt-in watch
+    ("events.k8s.io", "events", "patch"),
     ("", "serviceaccounts/token", "create"),
     *{
         ("apps", kind, verb)

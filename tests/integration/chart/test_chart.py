@@ -215,6 +215,7 @@ def test_helm_install_creates_the_objects(
         ("create", "serviceaccounts", "--subresource=token", "-n", "default"),
         ("patch", "deployments.apps", "-n", "default"),
         ("create", "events.events.k8s.io", "-n", "default"),
+        ("patch", "events.events.k8s.io", "-n", "default"),
         ("list", "customresourcedefinitions.apiextensions.k8s.io"),
         ("watch", "serviceaccounts", "-n", "default"),  # the opt-in watch (metadata only)
         ("watch", "namespaces"),  # label changes take effect at once
@@ -303,6 +304,7 @@ def test_namespaced_ha_install_rbac_and_leader_election(
             ("watch", "serviceaccounts"),
             ("create", "serviceaccounts", "--subresource=token"),
             ("create", "events.events.k8s.io"),
+            ("patch", "events.events.k8s.io"),
             ("list", "deployments.apps"),
             ("patch", "statefulsets.apps"),
             ("patch", "daemonsets.apps"),

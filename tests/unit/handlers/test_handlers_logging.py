@@ -156,3 +156,30 @@ def test_the_listen_address_defaults_to_every_ipv4_interface_and_must_be_an_ip()
     assert settings_mod.Settings().listen_address == "0.0.0.0"
     with pytest.raises(pydantic.ValidationError, match="not an IP address"):
         settings_mod.Settings(listen_address="localhost")
+
+
+def test_a_text_line_cannot_be_forged_by_what_it_quotes(output: io.StringIO) -> None:
+    _configure(log_format="text")
+    forged = "x\n2026-01-01T00:00:00.000Z ERROR secretferry: forged\r\u2028"
+    logging.getLogger("secretferry.reconcile.sync").warning(
+        "source path %s has key %s", f"/app{forged}", "K\u202eEY", extra=logfields.sync(("ns", f"s{forged}"))
+    )
+    (line,) = output.getvalue().splitlines()
+    assert "/appx\\n2026-01-01T00:00:00.000Z ERROR secretferry: forged\\r\\u2028" in line
+    assert "K\\u202eEY" in line
+    assert "name=sx\\n2026" in line
+
+
+def test_a_traceback_in_text_is_indented_and_escaped(output: io.StringIO) -> None:
+    _configure(log_format="text")
+    try:
+        raise ValueError("bad key\n2026-01-01T00:00:00.000Z ERROR forged")
+    except ValueError:
+        logging.getLogger("secretferry.reconcile.scheduler").exception("reconcile crashed")
+    first, *rest = output.getvalue().splitlines()
+    assert first.endswith("reconcile crashed")
+    # The message's line break is the traceback's own (it cannot be told from one), but the line
+    # after it is indented like every traceback line: it does not pass for a log line.
+    assert rest and all(line.startswith("  ") for line in rest)
+    assert "  ValueError: bad key" in rest
+    assert "  2026-01-01T00:00:00.000Z ERROR forged" in rest

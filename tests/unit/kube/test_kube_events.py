@@ -43,3 +43,17 @@ def test_cluster_scoped_objects_report_into_default() -> None:
     )
     assert body["metadata"]["namespace"] == "default"  # type: ignore[index]
     assert "namespace" not in body["regarding"]  # type: ignore[operator]
+
+
+def test_a_note_shows_control_characters_escaped() -> None:
+    body = events.build(
+        regarding={"apiVersion": "v1", "kind": "SecretSync", "name": "s", "namespace": "ns", "uid": "u"},
+        reason="R",
+        note="key K\nWarning Forged 1s operator: x\r\u2028" + "\n" * 2000,
+        type="Warning",
+        action="Sync",
+        reporting_instance="pod-1",
+    )
+    note = str(body["note"])
+    assert note.startswith("key K\\nWarning Forged 1s operator: x\\r\\u2028\\n")
+    assert "\n" not in note and len(note.encode()) <= 1024  # escaped first, then cut to the limit

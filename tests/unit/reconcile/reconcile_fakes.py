@@ -99,8 +99,9 @@ class FakeApiserver:
 
     Objects are kept by path. GET answers a stored object (404 for a core object it does not
     hold); POST to a Secret/ConfigMap collection creates (409 AlreadyExists when the name is
-    taken; with ``dryRun`` it stores nothing); a server-side apply creates or merges the way one
-    field manager's apply does (data keys it applied before and leaves out now are dropped;
+    taken; with ``dryRun`` it stores nothing); a server-side apply creates or merges the way a
+    field manager's apply does (data keys it applied before and leaves out now are dropped, unless
+    another manager applied them;
     ``resourceVersion`` moves only when something changed); a merge patch merges (``None``
     removes a key). Status patches, Events and anything else are accepted and not kept.
     ``faults[(method, path)]`` is raised once instead.
@@ -109,7 +110,8 @@ class FakeApiserver:
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
         self.faults: dict[tuple[str, str], kube_errors.KubeError] = {}
-        self._applied: dict[str, set[str]] = {}
+        self._applied: dict[tuple[str, str], set[str]] = {}
+        """Data keys each (path, field manager) applied last."""
         self._versions = itertools.count(1)
 
     def put(self, path: str, obj: dict[str, Any]) -> None:
@@ -143,7 +145,8 @@ class FakeApiserver:
             return copy.deepcopy(self.objects[target])
         if method == "PATCH" and not path.endswith("/status"):
             if kwargs.get("content_type") == objects.APPLY_PATCH:
-                return self._apply(path, body)
+                manager = str((kwargs.get("query") or {}).get("fieldManager", ""))
+                return self._apply(path, body, manager=manager)
             return self._merge(path, body)
         if method == "DELETE":
             if self.objects.pop(path, None) is None:
@@ -151,7 +154,7 @@ class FakeApiserver:
             return {}
         return {}
 
-    def _apply(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _apply(self, path: str, body: dict[str, Any], *, manager: str) -> dict[str, Any]:
         current = self.objects.get(path)
         applied = set(body.get("data") or {})
         if current is None:
@@ -166,12 +169,13 @@ class FakeApiserver:
                 meta["ownerReferences"] = wanted["ownerReferences"]
             if "type" in body:
                 result["type"] = body["type"]
-            dropped = self._applied.get(path, set()) - applied
+            others = [keys for (p, m), keys in self._applied.items() if p == path and m != manager]
+            dropped = self._applied.get((path, manager), set()) - applied - set().union(*others)
             data = {k: v for k, v in (result.get("data") or {}).items() if k not in dropped}
             result["data"] = {**data, **(body.get("data") or {})}
             if result != current:
                 self._stamp(result)
-        self._applied[path] = applied
+        self._applied[(path, manager)] = applied
         self.objects[path] = result
         return copy.deepcopy(result)
 

@@ -171,3 +171,9 @@ def test_transitioned(before: list[dict[str, Any]], after: list[dict[str, Any]],
 def test_a_transition_kept_from_another_zone_is_written_in_utc() -> None:
     (written,) = set_ready([ready("True", lastTransitionTime="2024-01-01T02:00:00+02:00")], "True")
     assert written["lastTransitionTime"] == BEFORE_TEXT
+
+
+def test_a_message_shows_control_characters_escaped() -> None:
+    # A source path or key name from the tenant or the service, quoted in the message.
+    (written,) = set_ready([], "False", message="source path /a\nReady: True\u202e")
+    assert written["message"] == "source path /a\\nReady: True\\u202e"
