@@ -191,7 +191,7 @@ def test_a_forged_helm_secret_record_is_never_written(
 ) -> None:
     path = f"/{namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "K", "helm-forgery-value-1")
-    harness.kubernetes_identity(control_plane, namespace)
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     helm = Helm(control_plane, tmp_path / "helm", driver="secret")
     helm("install", "web", str(chart), "-n", namespace)
     assert helm.revisions("web", namespace) == [1]
@@ -238,7 +238,7 @@ def test_the_operator_alone_refuses_forged_helm_records(
     labels and by name (Helm's ConfigMap driver)."""
     path = f"/{namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "K", "helm-forgery-value-2")
-    harness.kubernetes_identity(control_plane, namespace)
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     secrets = Helm(control_plane, tmp_path / "helm", driver="secret")
     configmaps = Helm(control_plane, tmp_path / "helm", driver="configmap")
     secrets("install", "web", str(chart), "-n", namespace)
@@ -346,7 +346,7 @@ def test_the_operator_alone_refuses_every_built_in_mark(
 ) -> None:
     path = f"/{namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "K", "mark-guard-value-1")
-    harness.kubernetes_identity(control_plane, namespace)
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     cases = {f"mark-{i}": case for i, case in enumerate(BUILT_IN)}
     for name, (field, key) in cases.items():
         apply_when_admitted(hostile, sync_manifest(namespace, name, path=path, target={field: {key: "x"}}))
@@ -364,7 +364,7 @@ def test_the_admins_keys_are_refused_and_plain_labels_still_work(
     and the labels nobody acts on, beside the operator's own, are written as before."""
     path = f"/{namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "K", "mark-guard-value-2")
-    harness.kubernetes_identity(control_plane, namespace)
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     cases = {
         "admin-domain": ("labels", "ci.example.com/owner"),
         "admin-key": ("annotations", "team-controller"),

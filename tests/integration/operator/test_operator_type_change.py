@@ -84,7 +84,7 @@ def test_a_type_change_the_apiserver_would_refuse_keeps_the_old_secret(
 ) -> None:
     path = f"/{namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "KEY", KEY)
-    harness.kubernetes_identity(control_plane, namespace)
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     first = {"template": {"data": {"KEY": "{{ KEY }}"}}}
     harness.secret_sync(control_plane, namespace, "retype", sources=[source(path)], target=first)
     eventually(lambda: secret_data(control_plane, namespace, "retype") == {"KEY": KEY}, what="the first sync")
@@ -111,7 +111,7 @@ def test_a_valid_type_change_still_replaces_the_secret(
     """The dry run passes what the apiserver accepts: the Secret is replaced, its data kept."""
     path = f"/{namespace}"
     service.set_secret(PROJECT_ID, "dev", path, "KEY", KEY)
-    harness.kubernetes_identity(control_plane, namespace)
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
     target = {"template": {"data": {"ssh-privatekey": "{{ KEY }}"}}}
     harness.secret_sync(control_plane, namespace, "retype", sources=[source(path)], target=target)
     eventually(
