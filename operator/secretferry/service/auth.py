@@ -357,7 +357,10 @@ class AuthSession:
             raise _fresh_copy(last_error)
         started = self._clock()
         try:
-            result = await self._credentials.login(self._client)
+            try:
+                result = await self._credentials.login(self._client)
+            except errors.NotFound as exc:
+                raise _login_not_found(exc, self._credentials.kind) from exc
         except Exception as exc:  # counted whatever it is; only service errors back off
             self._count_login(type(exc).__name__)
             if not isinstance(exc, errors.ServiceError):
@@ -366,6 +369,10 @@ class AuthSession:
             self._last_login_error = exc
             self._login_failed_recoveries = self.host_health.recoveries
             delay = self._login_backoff.next_delay(getattr(exc, "retry_after", None))
+            if isinstance(exc, errors.LoginRejected):
+                # Retrying soon cannot help (see LoginRejected): a long pause, whatever the backoff says.
+                delay = max(delay, exc.retry_after_seconds)
+                self._login_backoff.retry_at = self._clock() + delay
             logger.warning(
                 "login of %s (%s, %s) failed: %s; next attempt in %.1f s",
                 self._name,
@@ -435,6 +442,18 @@ class AuthSession:
         if why is not None and previous is not None and previous.value != token.value:
             self._revoke_later(previous.value, why=why)
         return token
+
+
+def _login_not_found(exc: errors.NotFound, kind: str) -> errors.LoginRejected:
+    """A 404 at login is no missing source: the service (the 2024-10 self-hosted release) knows no
+    such client id or identity, or the identity has no ``kind`` auth method attached."""
+    what = "client id" if kind == "universal" else "identity id"
+    return errors.LoginRejected(
+        f"the service knows no such {what}, or the identity has no {kind} auth method attached "
+        f"({exc.message})",
+        status_code=exc.status_code,
+        req_id=exc.req_id,
+    )
 
 
 def _fresh_copy(exc: errors.ServiceError) -> errors.ServiceError:
