@@ -370,12 +370,14 @@ API_AUD = API_AUDIENCES[0]
         (ident_mod.MACHINE, {"audiences": [API_AUD]}, True),
         (ident_mod.MACHINE, {"audiences": ["service", API_AUD]}, True),  # one is enough
         (ident_mod.MACHINE, {"audiences": ["service"]}, False),
+        # Not a field of the namespaced kind: a tenant who writes it gains nothing.
+        (ident_mod.MACHINE, {"audiences": [API_AUD], "allowAPIServerAudience": True}, True),
         (ident_mod.CLUSTER, {"audiences": [API_AUD]}, True),
         (ident_mod.CLUSTER, {"audiences": []}, True),  # empty: the apiserver's own
         (ident_mod.CLUSTER, {"audiences": [], "allowAPIServerAudience": True}, False),
         (ident_mod.CLUSTER, {"audiences": [API_AUD], "allowAPIServerAudience": True}, False),
     ],
-    ids=["ns-api", "ns-mixed", "ns-service", "cl-api", "cl-empty", "cl-empty-allowed", "cl-api-allowed"],
+    ids=["ns-api", "ns-mixed", "ns-service", "ns-api-allowed", "cl-api", "cl-empty", "cl-empty-allowed", "cl-api-allowed"],
 )
 async def test_a_token_the_apiserver_accepts_is_never_minted(
     world: World, kind: str, k8s: dict[str, Any], refused: bool
