@@ -377,7 +377,16 @@ API_AUD = API_AUDIENCES[0]
         (ident_mod.CLUSTER, {"audiences": [], "allowAPIServerAudience": True}, False),
         (ident_mod.CLUSTER, {"audiences": [API_AUD], "allowAPIServerAudience": True}, False),
     ],
-    ids=["ns-api", "ns-mixed", "ns-service", "ns-api-allowed", "cl-api", "cl-empty", "cl-empty-allowed", "cl-api-allowed"],
+    ids=[
+        "ns-api",
+        "ns-mixed",
+        "ns-service",
+        "ns-api-allowed",
+        "cl-api",
+        "cl-empty",
+        "cl-empty-allowed",
+        "cl-api-allowed",
+    ],
 )
 async def test_a_token_the_apiserver_accepts_is_never_minted(
     world: World, kind: str, k8s: dict[str, Any], refused: bool
