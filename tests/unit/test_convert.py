@@ -744,3 +744,24 @@ def test_names_in_the_steps_reach_a_shell_as_single_quoted_words() -> None:
     assert hostile in shlex.split(opt_in[0])  # one word, unchanged
     rendered = convert.render(result)
     assert "; curl" not in rendered.replace(f"'{hostile}'", "")
+
+
+def test_kubernetes_auth_without_an_audience_is_noted_for_a_cluster_identity_too() -> None:
+    """Empty audiences mean the apiserver's own: sent only with allowAPIServerAudience, never by default."""
+    auth = {
+        "kubernetesAuth": {
+            "identityId": "id-1",
+            "serviceAccountRef": {"name": "sa", "namespace": "elsewhere"},
+            "secretsScope": {"projectSlug": "p", "envSlug": "dev", "secretsPath": "/"},
+        }
+    }
+    result = convert.convert([_infisical_secret(authentication=auth)])
+    assert [m.body["kind"] for m in result.manifests] == ["ClusterMachineIdentity", "SecretSync"]
+    assert "allowAPIServerAudience" not in str(result.manifests[0].body)
+    [note] = _notes(result)
+    assert note.endswith(
+        "serviceAccountTokenAudiences: without audiences the token would be valid for the"
+        " Kubernetes API itself, which is sent only with spec.auth.kubernetes."
+        "allowAPIServerAudience: true (AudienceNotAllowed): set audiences to the identity's"
+        " allowed audience at the service"
+    )
