@@ -11,7 +11,7 @@ import pytest
 from devserver_fixtures import ADMIN, SEED, VIEWER_ID
 from fastapi import FastAPI
 
-from secretferry.devserver import profiles
+from secretferry.devserver import profiles, tokenreview
 from secretferry.devserver.errors import BadRequest
 
 UA = "/api/v1/auth/universal-auth/login"
@@ -71,3 +71,37 @@ def test_kubernetes_auth_needs_a_reviewer_jwt_there(make_app: Callable[..., Fast
     make_app(seed=copy.deepcopy(SEED))  # today's server: the client's own jwt reviews itself
     with pytest.raises(BadRequest, match="tokenReviewerJwt"):
         make_app(seed=copy.deepcopy(SEED), **profiles.overrides("selfhosted-2024-10"))
+
+
+@pytest.mark.parametrize(("profile", "verified"), [("newest", True), ("selfhosted-2024-10", False)])
+async def test_without_a_ca_the_old_server_does_not_verify_the_apiserver(
+    monkeypatch: pytest.MonkeyPatch, profile: str, verified: bool
+) -> None:
+    """``rejectUnauthorized: !!caCert`` on the 2024-10 release; system roots on today's server."""
+    seen: list[object] = []
+
+    class Recorder:
+        def __init__(self, *, verify: object, timeout: float) -> None:
+            seen.append(verify)
+
+        async def __aenter__(self) -> Recorder:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+        async def post(self, url: str, **kwargs: Any) -> httpx.Response:
+            seen.append(kwargs["json"]["spec"])
+            return httpx.Response(200, json={"status": {"authenticated": False}})
+
+    monkeypatch.setattr(tokenreview.httpx, "AsyncClient", Recorder)
+    config = {"kubernetesHost": "https://apiserver", "allowedAudience": "svc"}
+    overrides = profiles.overrides(profile)
+    await tokenreview.review(
+        config,
+        "jwt",
+        send_audiences=overrides.get("tokenreview_audiences", True),
+        verify_without_ca=overrides.get("tokenreview_verify_without_ca", True),
+    )
+    assert seen[0] is verified
+    assert ("audiences" in seen[1]) is verified  # today's server sends its allowed audience
