@@ -11,7 +11,7 @@ import pytest
 from devserver_fixtures import ADMIN, SEED, VIEWER_ID
 from fastapi import FastAPI
 
-from secretferry.devserver import profiles, tokenreview
+from secretferry.devserver import cli, profiles, tokenreview
 from secretferry.devserver.errors import BadRequest
 
 UA = "/api/v1/auth/universal-auth/login"
@@ -105,3 +105,16 @@ async def test_without_a_ca_the_old_server_does_not_verify_the_apiserver(
     )
     assert seen[0] is verified
     assert ("audiences" in seen[1]) is verified  # today's server sends its allowed audience
+
+
+def test_the_command_line_profile_carries_the_auth_differences() -> None:
+    config = cli.config_from(cli.parser().parse_args(["--profile", "selfhosted-2024-10"]))
+    assert (config.tokenreview_audiences, config.tokenreview_verify_without_ca) == (False, False)
+    assert (config.require_token_reviewer_jwt, config.unknown_client_id_status) == (True, 404)
+    assert (config.validation_status, config.error_req_id) == (401, False)
+    newest = cli.config_from(cli.parser().parse_args([]))
+    assert (newest.validation_status, newest.error_req_id, newest.unknown_client_id_status) == (
+        422,
+        True,
+        401,
+    )
