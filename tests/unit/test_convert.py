@@ -764,3 +764,24 @@ def test_copied_metadata_leaves_out_marks_another_controller_acts_on() -> None:
         {"team": "a", "meta.helm.sh/release-name": "web", "argocd.argoproj.io/tracking-id": "x"}
     )
     assert annotations == {"team": "a"}
+
+
+def test_kubernetes_auth_without_an_audience_is_noted_for_a_cluster_identity_too() -> None:
+    """Empty audiences mean the apiserver's own: sent only with allowAPIServerAudience, never by default."""
+    auth = {
+        "kubernetesAuth": {
+            "identityId": "id-1",
+            "serviceAccountRef": {"name": "sa", "namespace": "elsewhere"},
+            "secretsScope": {"projectSlug": "p", "envSlug": "dev", "secretsPath": "/"},
+        }
+    }
+    result = convert.convert([_infisical_secret(authentication=auth)])
+    assert [m.body["kind"] for m in result.manifests] == ["ClusterMachineIdentity", "SecretSync"]
+    assert "allowAPIServerAudience" not in str(result.manifests[0].body)
+    [note] = _notes(result)
+    assert note.endswith(
+        "serviceAccountTokenAudiences: without audiences the token would be valid for the"
+        " Kubernetes API itself, which is sent only with spec.auth.kubernetes."
+        "allowAPIServerAudience: true (AudienceNotAllowed): set audiences to the identity's"
+        " allowed audience at the service"
+    )

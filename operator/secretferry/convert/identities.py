@@ -234,6 +234,13 @@ def finish(draft: Identity, ledger: results.Ledger) -> None:
             "cluster-scoped: what it references and the SecretSyncs using it are in several namespaces,"
             " and a MachineIdentity reaches only its own (creating this one takes cluster-admin)"
         )
+        if draft.method == "kubernetes" and not draft.inline.get("audiences"):
+            why = (
+                "without audiences the token would be valid for the Kubernetes API itself, which is sent"
+                " only with spec.auth.kubernetes.allowAPIServerAudience: true (AudienceNotAllowed): set"
+                " audiences to the identity's allowed audience at the service"
+            )
+            ledger.note(draft.origin, draft.audience_field, why)
     else:
         if draft.method == "kubernetes" and not draft.inline.get("audiences"):
             why = (

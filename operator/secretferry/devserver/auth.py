@@ -77,6 +77,8 @@ def universal_login(state: DevState, client_id: str, client_secret: str) -> Toke
     config = state.identities.universal_by_client_id(client_id)
     if config is None:
         state.stats.counters["loginFailures"] += 1
+        if state.config.unknown_client_id_status == 404:  # the 2024-10 release's answer
+            raise NotFound("No identity with specified client ID was found")
         raise Unauthorized("Invalid credentials")
     now = state.now()
     lockout = config.get("lockoutEnabled", True)
@@ -122,7 +124,12 @@ async def kubernetes_login(state: DevState, identity_id: str, jwt: str) -> Token
         state.stats.counters["reusedJwts"] += 1
     state.seen_jwts.add(digest)
     try:
-        status = await tokenreview.review(config, jwt)
+        status = await tokenreview.review(
+            config,
+            jwt,
+            send_audiences=state.config.tokenreview_audiences,
+            verify_without_ca=state.config.tokenreview_verify_without_ca,
+        )
         tokenreview.check(config, status)
     except ApiError:
         state.stats.counters["loginFailures"] += 1

@@ -49,3 +49,17 @@ class DevServerConfig:
     """Initial fault-injection document (see ``faults.FaultSet``)."""
     clock: Callable[[], float] = field(default=time.time)
     """Wall clock in epoch seconds; injected by tests to expire tokens and lockouts."""
+    # The auth side of the 2024-10 self-hosted release (profiles.py; docs/service-contract.md).
+    tokenreview_audiences: bool = True
+    """False: the TokenReview goes without ``spec.audiences`` even when an allowed audience is set,
+    so the apiserver checks the token against its own audiences (the 2024-10 release)."""
+    tokenreview_verify_without_ca: bool = True
+    """False: without a configured CA the apiserver's certificate is not verified at all."""
+    require_token_reviewer_jwt: bool = False
+    """True: attaching Kubernetes auth (the seed) needs ``tokenReviewerJwt``."""
+    unknown_client_id_status: int = 401
+    """Status of a universal-auth login with an unknown client id: 401, or 404 ``NotFound``."""
+    validation_status: int = 422
+    """Status of a request that fails validation (``ValidationFailure``): 422, or 401 on old servers."""
+    error_req_id: bool = True
+    """False: error bodies carry no ``reqId`` (the 2024-10 release)."""

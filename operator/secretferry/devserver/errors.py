@@ -9,7 +9,8 @@ Tree::
     ├── NotFound (404)
     └── RateLimited (429)         adds a ``retry-after`` header
 
-FastAPI's own validation errors are re-shaped to 422 with ``message`` as an array of issues, and
+FastAPI's own validation errors are re-shaped to 422 (``validation_status``: 401 on the 2024-10
+release, whose bodies also lack ``reqId``) with ``message`` as an array of issues, and
 any unexpected exception becomes 500 "Something went wrong" so internals never leak. A request no
 route matches gets the real server's framework answer instead (``notfound``), not this shape.
 """
@@ -26,6 +27,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from secretferry.devserver import notfound
+from secretferry.devserver.config import DevServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -83,22 +85,21 @@ class RateLimited(ApiError):
         super().__init__(message, headers={"retry-after": str(retry_after_seconds)})
 
 
-def error_body(status: int, name: str, message: str | list[Any], details: Any = None) -> dict[str, Any]:
-    """The JSON error body; ``details`` only when there are some (403 permission errors)."""
-    body: dict[str, Any] = {
-        "reqId": f"req-{uuid.uuid4().hex[:16]}",
-        "statusCode": status,
-        "message": message,
-        "error": name,
-    }
+def error_body(
+    status: int, name: str, message: str | list[Any], details: Any = None, *, req_id: bool = True
+) -> dict[str, Any]:
+    """The JSON error body; ``details`` only when there are some (403 permission errors); no
+    ``reqId`` with ``req_id=False`` (the 2024-10 release sent none)."""
+    body: dict[str, Any] = {"reqId": f"req-{uuid.uuid4().hex[:16]}"} if req_id else {}
+    body |= {"statusCode": status, "message": message, "error": name}
     if details is not None:
         body["details"] = details
     return body
 
 
-def error_response(error: ApiError) -> JSONResponse:
+def error_response(error: ApiError, *, req_id: bool = True) -> JSONResponse:
     return JSONResponse(
-        error_body(error.status, error.name, error.message, error.details),
+        error_body(error.status, error.name, error.message, error.details, req_id=req_id),
         status_code=error.status,
         headers=error.headers,
     )
@@ -117,30 +118,46 @@ def _issues(exc: RequestValidationError) -> list[dict[str, Any]]:
     return issues
 
 
+VALIDATION_FAILURE = "ValidationFailure"
 _HTTP_NAMES = {400: "BadRequest", 401: "UnauthorizedError", 403: "PermissionDenied", 404: "NotFound"}
+
+
+def _config(request: Request) -> DevServerConfig:
+    config: DevServerConfig = request.app.state.dev.config
+    return config
 
 
 def install(app: FastAPI) -> None:
     """Replace FastAPI's default error handlers with the service's error shape."""
 
-    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+    async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return error_response(exc)
+        config = _config(request)
+        if exc.name == VALIDATION_FAILURE and exc.status == 422:  # zod's answer, 401 on old servers
+            exc.status = config.validation_status
+        return error_response(exc, req_id=config.error_req_id)
 
-    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return JSONResponse(error_body(422, "ValidationFailure", _issues(exc)), status_code=422)
+        config = _config(request)
+        status = config.validation_status  # 422, or 401 on old servers (profiles.py)
+        body = error_body(status, VALIDATION_FAILURE, _issues(exc), req_id=config.error_req_id)
+        return JSONResponse(body, status_code=status)
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code in (404, 405):  # no such route: the real server's Fastify answer
             return notfound.response(request)
         name = _HTTP_NAMES.get(exc.status_code, "Error")
-        return JSONResponse(error_body(exc.status_code, name, str(exc.detail)), status_code=exc.status_code)
+        body = error_body(exc.status_code, name, str(exc.detail), req_id=_config(request).error_req_id)
+        return JSONResponse(body, status_code=exc.status_code)
 
-    async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
-        return JSONResponse(error_body(500, "InternalServerError", "Something went wrong"), status_code=500)
+        body = error_body(
+            500, "InternalServerError", "Something went wrong", req_id=_config(request).error_req_id
+        )
+        return JSONResponse(body, status_code=500)
 
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation)

@@ -18,6 +18,14 @@ PROFILES: Final[dict[str, dict[str, Any]]] = {
     "selfhosted-2024-10": {
         # No /api/v4/secrets routes: they came after this release.
         "v4_secrets": False,
+        # Auth: TokenReview without audiences (nor verification without a CA), a reviewer jwt
+        # required, 404 for an unknown client id, validation as 401, no reqId in error bodies.
+        "tokenreview_audiences": False,
+        "tokenreview_verify_without_ca": False,
+        "require_token_reviewer_jwt": True,
+        "unknown_client_id_status": 404,
+        "validation_status": 401,
+        "error_req_id": False,
     },
 }
 

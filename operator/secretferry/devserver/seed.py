@@ -226,6 +226,11 @@ def _identity(state: DevState, doc: dict[str, Any]) -> None:
             },
         )
     if k8s := doc.get("kubernetesAuth"):
+        if state.config.require_token_reviewer_jwt and not k8s.get("tokenReviewerJwt"):
+            # The 2024-10 release's attach schema requires it (later ones fall back to the client's jwt).
+            raise BadRequest(
+                f"Identity '{identity.name}': kubernetesAuth needs tokenReviewerJwt on this server"
+            )
         fields = {k: k8s.get(k, default) for k, default in _K8S_FIELDS.items()}
         state.identities.put_auth(
             identity.id,

@@ -18,6 +18,7 @@ from secretferry.devserver.errors import BadRequest, Unauthorized
 
 REVIEW_TIMEOUT_SECONDS = 10.0  # an apiserver that takes longer is treated as a failed review
 _SA_PREFIX = "system:serviceaccount:"
+TOKEN_REVIEW_ERROR = "KubernetesTokenReviewError"  # the real service's error name for a failed review
 
 
 @dataclass(frozen=True)
@@ -27,19 +28,26 @@ class ReviewedAccount:
     audiences: list[str]
 
 
-async def review(config: dict[str, Any], jwt: str) -> dict[str, Any]:
+async def review(
+    config: dict[str, Any], jwt: str, *, send_audiences: bool = True, verify_without_ca: bool = True
+) -> dict[str, Any]:
     """POST a TokenReview; returns its ``status``. Any transport or HTTP failure → 401.
 
     ``config`` is the stored Kubernetes-auth document; its private ``_caCert`` and
-    ``_tokenReviewerJwt`` fields are never returned by the API.
+    ``_tokenReviewerJwt`` fields are never returned by the API. ``send_audiences=False`` leaves
+    ``spec.audiences`` out whatever the allowed audience (the 2024-10 release): the apiserver then
+    checks the token against its own audiences. ``verify_without_ca=False``: no CA, no verification
+    (that release's ``rejectUnauthorized: !!caCert``).
     """
     host = str(config.get("kubernetesHost") or "").rstrip("/")
     if not host:
         raise Unauthorized("Kubernetes auth is not configured with a host")
     ca_cert = config.get("_caCert") or ""
-    verify: ssl.SSLContext | bool = ssl.create_default_context(cadata=ca_cert) if ca_cert else True
+    verify: ssl.SSLContext | bool = (
+        ssl.create_default_context(cadata=ca_cert) if ca_cert else verify_without_ca
+    )
     spec: dict[str, Any] = {"token": jwt}
-    if config.get("allowedAudience"):
+    if config.get("allowedAudience") and send_audiences:
         spec["audiences"] = [config["allowedAudience"]]
     bearer = config.get("_tokenReviewerJwt") or jwt
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
@@ -60,8 +68,12 @@ async def review(config: dict[str, Any], jwt: str) -> dict[str, Any]:
 
 def check(config: dict[str, Any], status: dict[str, Any]) -> ReviewedAccount:
     """Apply the real service's checks to a TokenReview status (raises 400/401)."""
-    if status.get("error") or not status.get("authenticated"):
-        raise Unauthorized("Kubernetes token is not authenticated")
+    if status.get("error"):
+        # The apiserver's own words, as the real service passes them on (every generation), e.g.
+        # "[invalid bearer token, token audiences [...] is invalid for the target audiences [...]]".
+        raise Unauthorized(str(status["error"]), name=TOKEN_REVIEW_ERROR)
+    if not status.get("authenticated"):
+        raise Unauthorized("Kubernetes token not authenticated", name=TOKEN_REVIEW_ERROR)
     username = str((status.get("user") or {}).get("username") or "")
     parts = username[len(_SA_PREFIX) :].split(":") if username.startswith(_SA_PREFIX) else []
     if len(parts) != 2 or not all(parts):

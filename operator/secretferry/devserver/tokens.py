@@ -3,6 +3,11 @@
 Tokens live in SQLite so that a restarted dev server still honours them, like the real service.
 Rules (docs/service-contract.md): a token dies at ``renewed_at + ttl``, at ``created_at + max_ttl`` and
 once ``uses_limit`` uses are spent (0 = unlimited); every authenticated request is a use.
+
+Renewal follows the real server (``renewAccessToken``, every generation to date): it is refused
+when the renewed lifetime would pass the max TTL (``now + ttl > created_at + max_ttl``), not only
+once the max TTL is over, and the refused token is deleted, so the revoke a client may send after
+it finds no token. With ttl = max_ttl (the default) a token can never be renewed.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from secretferry.devserver import db as dbm
+
+RENEW_PAST_MAX_TTL = "Failed to renew MI access token past its Max TTL expiration"
 
 
 class TokenInvalid(Exception):
@@ -113,7 +120,11 @@ class Tokens:
         return info
 
     def renew(self, token: str, now: float) -> TokenInfo:
+        """Renew ``token``; raises ``TokenInvalid`` (and deletes it) past the max TTL rule."""
         info = self.use(token, now)
+        if info.max_ttl > 0 and now + info.ttl > info.created_at + info.max_ttl:
+            self.db.execute("DELETE FROM tokens WHERE token = ?", (token,))
+            raise TokenInvalid(RENEW_PAST_MAX_TTL)
         self.db.execute("UPDATE tokens SET renewed_at = ? WHERE token = ?", (now, token))
         renewed = self.get(token)
         assert renewed is not None and info.token == renewed.token

@@ -88,8 +88,9 @@ class KubernetesAuth(base.CRModel):
     CredentialsNotOptedIn)."""
     audiences: list[str] = Field(default_factory=list, max_length=16)
     """Token audiences, e.g. ``[secretferry]``: the identity's allowed audience at the service.
-    Required for a MachineIdentity (empty would mean the apiserver's own audience); a
-    ClusterMachineIdentity may leave it empty."""
+    Required for a MachineIdentity (empty would mean the apiserver's own audience), and never one
+    of the apiserver's own audiences (AudienceNotAllowed); a ClusterMachineIdentity may use those
+    (or leave it empty) only with allowAPIServerAudience."""
     token_expiration_seconds: int = Field(
         default=MIN_TOKEN_EXPIRATION_SECONDS, ge=MIN_TOKEN_EXPIRATION_SECONDS, le=MAX_TOKEN_EXPIRATION_SECONDS
     )
@@ -104,6 +105,11 @@ class ClusterKubernetesAuth(KubernetesAuth):
     service_account_ref: ClusterServiceAccountRef
     """The ServiceAccount, in any namespace, whose token is minted for every login; it needs no
     opt-in annotation."""
+    allow_api_server_audience: bool = Field(default=False, alias="allowAPIServerAudience")
+    """Allow a token that is valid against the Kubernetes API itself (audiences empty, or naming
+    one of the apiserver's own) to be sent to the service. Only for a server whose TokenReview
+    ignores audiences (self-hosted releases of 2024-10 and older): whoever controls that service
+    can then act as the ServiceAccount against the cluster. Default false (AudienceNotAllowed)."""
 
 
 class CredentialsSecretRef(base.CRModel):

@@ -31,9 +31,9 @@ import pydantic
 
 from secretferry import metrics
 from secretferry import settings as settings_mod
+from secretferry.kube import apiaudiences, secretrefs, serviceaccounts, tokens
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
-from secretferry.kube import secretrefs, serviceaccounts, tokens
 from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import identity as identity_models
@@ -53,6 +53,8 @@ _RETIRE_GRACE_CALLS = 3  # a reconcile makes a few calls in a row (slug, one lis
 # second: one read of the credential object's allow-templates opt-in serves them all, and its
 # removal takes effect within this time.
 _TEMPLATE_OPT_IN_TTL_SECONDS = 5.0
+# --api-audiences changes only with an apiserver restart: learnt again hourly, not per login.
+_API_AUDIENCES_TTL_SECONDS = 3600.0
 
 IdentityKey = tuple[str, str, str]  # (kind, namespace or "", name)
 
@@ -139,6 +141,8 @@ class IdentityRegistry:
         self.namespaces = namespace_labels.NamespaceLabels(kube, clock=clock)
         """Kept current by the namespace watch (identity_intake.py)."""
         self._hosts = tenancy.HostPolicy.from_settings(settings)
+        self._api_audiences: tuple[float, frozenset[str]] | None = None
+        self._api_audiences_lock = asyncio.Lock()
 
     # --- intake (from the kopf handlers) ----------------------------------------------------
     def upsert(self, kind: str, body: Mapping[str, Any]) -> IdentityEntry:
@@ -394,6 +398,7 @@ class IdentityRegistry:
             expiration, _ = tenancy.token_expiration(
                 k8s.token_expiration_seconds, cap=self._settings.max_token_expiration_seconds
             )
+            allowed = isinstance(k8s, identity_models.ClusterKubernetesAuth) and k8s.allow_api_server_audience
             return auth.KubernetesCredentials(
                 identity_id=k8s.identity_id,
                 mint_jwt=self._minter(
@@ -402,7 +407,9 @@ class IdentityRegistry:
                     name=k8s.service_account_ref.name,
                     audiences=list(k8s.audiences),
                     expiration_seconds=expiration,
+                    allow_api_server_audience=allowed,
                 ),
+                api_audiences=self._known_api_audiences,
             )
         if method.universal is not None:
             uni = method.universal
@@ -426,12 +433,23 @@ class IdentityRegistry:
         name: str,
         audiences: list[str],
         expiration_seconds: int,
+        allow_api_server_audience: bool = False,
     ) -> Callable[[], Awaitable[str]]:
-        """A fresh TokenRequest at every login: an old token is never replayed. For a namespaced
-        identity the ServiceAccount's opt-in is read first, at every login, so removing the
-        annotation stops the next one."""
+        """A fresh TokenRequest at every login: an old token is never replayed. First, at every
+        login, the audiences are compared with the apiserver's own (``tenancy.check_api_audience``):
+        a token the apiserver would accept is never minted, unless a cluster identity allows it.
+        For a namespaced identity the ServiceAccount's opt-in is read next, so removing the
+        annotation stops the next login."""
 
         async def mint() -> str:
+            refusal = tenancy.check_api_audience(
+                audiences,
+                api_audiences=await self._learn_api_audiences(entry),
+                namespaced=entry.key[0] == MACHINE,
+                allowed=allow_api_server_audience,
+            )
+            if refusal is not None:
+                raise problems.Problem(refusal.reason, f"{key_str(entry.key)}: {refusal.message}")
             if entry.key[0] == MACHINE:
                 await self._service_account_opted_in(entry, namespace=namespace, name=name)
             try:
@@ -449,6 +467,31 @@ class IdentityRegistry:
             return token
 
         return mint
+
+    def _known_api_audiences(self) -> frozenset[str]:
+        return self._api_audiences[1] if self._api_audiences is not None else frozenset()
+
+    async def _learn_api_audiences(self, entry: IdentityEntry) -> frozenset[str]:
+        """The apiserver's own audiences (``kube.apiaudiences``), learnt once an hour. Until they
+        are known nothing is minted: an unknown answer is a refusal that is tried again."""
+        async with self._api_audiences_lock:
+            cached = self._api_audiences
+            now = self._clock()
+            if cached is not None and now - cached[0] < _API_AUDIENCES_TTL_SECONDS:
+                return cached[1]
+            try:
+                learnt = await apiaudiences.learn(self._kube, namespace=self._settings.namespace)
+            except kube_errors.KubeError as exc:
+                raise problems.Problem(
+                    reasons.KUBERNETES_ERROR,
+                    f"{key_str(entry.key)}: cannot learn the apiserver's own token audiences (a "
+                    f"TokenRequest without audiences for ServiceAccount {self._settings.namespace}/"
+                    f"{apiaudiences.PROBE_SERVICE_ACCOUNT}): {exc}; no token was minted",
+                    retriable=True,
+                ) from exc
+            self._api_audiences = (now, learnt)
+            log.info("the apiserver's own token audiences: %s", ", ".join(sorted(learnt)))
+            return learnt
 
     async def _service_account_opted_in(self, entry: IdentityEntry, *, namespace: str, name: str) -> None:
         """Raise unless ServiceAccount ``namespace/name`` names ``entry`` in its opt-in annotation."""

@@ -36,6 +36,8 @@ def _service_reason(exc: service_errors.ServiceError) -> tuple[str, str]:
         return reasons.SERVICE_UNAVAILABLE, "service unavailable"
     if isinstance(exc, service_errors.ProtocolError):
         return reasons.SERVICE_UNAVAILABLE, "malformed answer from the service"
+    if isinstance(exc, service_errors.ServerIgnoresAudience):
+        return reasons.SERVER_IGNORES_AUDIENCE, "login impossible on this server"
     if isinstance(exc, service_errors.AuthenticationError):
         return reasons.AUTH_FAILED, "login rejected"
     if isinstance(exc, service_errors.PermissionDenied):
@@ -45,6 +47,11 @@ def _service_reason(exc: service_errors.ServiceError) -> tuple[str, str]:
     if isinstance(exc, service_errors.ValidationError):
         return reasons.SOURCE_NOT_FOUND, "the service refused the request"
     return reasons.SERVICE_UNAVAILABLE, "service error"
+
+
+def auth_reason(exc: service_errors.AuthenticationError) -> str:
+    """The identity's reason for a failed login or a rejected token."""
+    return _service_reason(exc)[0]
 
 
 def from_kube_error(exc: kube_errors.KubeError, *, what: str) -> problems.Problem:

@@ -28,9 +28,11 @@ CREDENTIALS_NOT_OPTED_IN: Final = "CredentialsNotOptedIn"  # SA/Secret lacks the
 TOKEN_REQUESTS_DISABLED: Final = "TokenRequestsDisabled"  # Kubernetes auth while token minting is off
 # A SecretSync with templates, and its identity's credential owner did not opt in (template_trust.py).
 TEMPLATES_NOT_ALLOWED: Final = "TemplatesNotAllowed"
+AUDIENCE_NOT_ALLOWED: Final = "AudienceNotAllowed"  # the token would be valid for the apiserver itself
 
 # Ready=False: the secrets service.
 AUTH_FAILED: Final = "AuthFailed"  # login rejected (401, bad credentials, TokenRequest refused)
+SERVER_IGNORES_AUDIENCE: Final = "ServerIgnoresAudience"  # its TokenReview checks the apiserver's audiences
 FORBIDDEN: Final = "Forbidden"  # logged in, but the identity may not read this scope (403)
 SOURCE_NOT_FOUND: Final = "SourceNotFound"  # project / environment / path unknown
 SOURCE_EMPTY: Final = "SourceEmpty"  # a source lists nothing (or filters keep nothing); not allowEmpty

@@ -267,4 +267,4 @@ async def _identity_after_error(
     deps: deps_mod.Deps, identity: ident_mod.IdentityEntry | None, exc: service_errors.ServiceError
 ) -> None:
     if identity is not None and isinstance(exc, service_errors.AuthenticationError):
-        await deps.on_identity(identity, problems.Problem(reasons.AUTH_FAILED, exc.message))
+        await deps.on_identity(identity, problems.Problem(outcomes.auth_reason(exc), exc.message))

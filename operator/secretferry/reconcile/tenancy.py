@@ -10,9 +10,13 @@ passes these checks first, and a refusal means nothing was read, minted or sent:
   operator. Every identity talks ``https``, or plain ``http`` to loopback only, unless
   ``SECRETFERRY_ALLOW_INSECURE_HTTP`` is on. A ClusterMachineIdentity is created by a cluster
   admin, who may name any host.
-- **Which audience** (``check_audiences``): a namespaced identity's ServiceAccount token is minted
-  for an explicit audience, never the apiserver's default one, so the token the service receives
-  cannot be replayed against the apiserver.
+- **Which audience** (``check_audiences``, ``check_api_audience``): a namespaced identity's
+  ServiceAccount token is minted for an explicit audience, never the apiserver's default one, and
+  never one of the apiserver's own audiences (its ``--api-audiences``, learnt from the cluster by
+  ``kube.apiaudiences`` before anything is minted), so the token the service receives cannot be
+  replayed against the apiserver. A ClusterMachineIdentity may send such a token only when its
+  admin says so explicitly (``allowAPIServerAudience``), for servers whose TokenReview accepts
+  nothing else.
 - **Whose credentials** (``opted_in``): a namespaced identity uses a ServiceAccount, or reads a
   Secret, only if that object carries ``secretferry.io/allowed-identities`` naming it. Setting an
   annotation needs write access to that object, which a tenant without those rights lacks; who has
@@ -113,6 +117,40 @@ def check_audiences(audiences: Sequence[str], *, namespaced: bool) -> problems.P
         reasons.AUDIENCE_REQUIRED,
         "spec.auth.kubernetes.audiences must list the identity's allowed audience at the service: "
         "a token without one is valid for the Kubernetes API itself; no token was minted",
+    )
+
+
+def check_api_audience(
+    audiences: Sequence[str], *, api_audiences: frozenset[str], namespaced: bool, allowed: bool
+) -> problems.Problem | None:
+    """Whether a token minted for ``audiences`` would be valid against the apiserver itself.
+
+    The apiserver accepts a token when one of its audiences is one of its own (``api_audiences``);
+    a TokenRequest without audiences gets exactly those. Exact strings, as the apiserver compares.
+    Namespaced: always refused. Cluster-scoped: only with ``allowAPIServerAudience: true``.
+    """
+    effective = frozenset(audiences) if audiences else api_audiences
+    shared = sorted(effective & api_audiences)
+    if not shared or (allowed and not namespaced):
+        return None
+    named = ", ".join(shared)
+    what = (
+        f"spec.auth.kubernetes.audiences names {named}"
+        if audiences
+        else "an empty audiences list means " + named
+    )
+    if namespaced:
+        remedy = "use the identity's own allowed audience at the service"
+    else:
+        remedy = (
+            "use the identity's own allowed audience at the service, or, only for a server whose "
+            "TokenReview accepts nothing else, set spec.auth.kubernetes.allowAPIServerAudience: true "
+            "(README, security model)"
+        )
+    return problems.Problem(
+        reasons.AUDIENCE_NOT_ALLOWED,
+        f"{what}, an audience of the apiserver itself: such a token is valid against the Kubernetes "
+        f"API, so it is never sent to the service; {remedy}; no token was minted",
     )
 
 

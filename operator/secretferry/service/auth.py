@@ -5,9 +5,14 @@ an identity needs its token, and a restart or an expiry must cost ONE login, not
 (the stampede that gets an identity locked out). So the token lives here, behind a lock, and:
 
 - ``token()`` logs in when there is no token, renews it (``renew_token``) once only
-  ``renew_margin_fraction`` of its lifetime is left, and logs in afresh when renewal fails or the
-  max TTL (counted from the first login) is near. If refreshing fails while the old token is still
-  valid, the old token is used and the refresh is retried after a backoff.
+  ``renew_margin_fraction`` of its lifetime is left, and logs in afresh when renewal fails or
+  cannot succeed. The service refuses (and deletes the token on) a renewal whose new lifetime would
+  pass the max TTL: ``now + TTL > createdAt + maxTTL`` (docs/service-contract.md, "Logging in"), so
+  with TTL = max TTL, the default, no renewal ever succeeds. A renewal is therefore only tried when
+  it can succeed; otherwise the session logs in afresh at the same point. A renewal the service
+  refused (401) leaves a dead token: it is dropped, never used again and never revoked (the revoke
+  would only earn another 401). If refreshing fails otherwise while the old token is still valid,
+  the old token is used and the refresh is retried after a backoff.
 - ``call(fn)`` runs ``fn`` with a client view carrying the token; on ``AuthenticationError`` (401,
   or 403 ``TokenError``) it drops that token, logs in again ONCE with fresh credentials (a freshly
   minted ServiceAccount token, never the one used before) and retries; a second failure is raised.
@@ -18,7 +23,7 @@ an identity needs its token, and a restart or an expiry must cost ONE login, not
 - Every login is logged at INFO with the identity and why it happened (first login, token
   rejected, renewal failed, max TTL near, expired), and reported to ``on_login(method, result)``.
 - A token we stop using is revoked at the service in the background (``revoker``): replaced by a
-  login or by a renewal that returned a new one, rejected, the identity changed or removed
+  login, rejected, the identity changed or removed
   (``retire``, after a grace period for calls under way), the operator stopping (``close``).
 
 Tokens never reach a log line, an exception message or a ``repr``.
@@ -48,8 +53,9 @@ T = TypeVar("T")
 FIRST_LOGIN = "first login"
 TOKEN_REJECTED = "the service rejected the token"
 TOKEN_EXPIRED = "the token expired"
-MAX_TTL_NEAR = "the token's max TTL is near"
+MAX_TTL_NEAR = "a renewal would pass the token's max TTL"
 NOT_RENEWABLE = "the token is near expiry and cannot be renewed"
+RENEWAL_REFUSED = "the service refused the renewal"
 
 # A retired session (identity changed or removed) keeps its token this long before revoking it:
 # reconciles that picked the session up just before finish their calls (each bounded by the
@@ -58,6 +64,10 @@ RETIRE_GRACE_SECONDS = 30.0
 # At shutdown, how long revocations may hold up the exit: a few round trips. The kubelet's
 # default grace period is 30 s, and a service that does not answer must not use all of it.
 CLOSE_TIMEOUT_SECONDS = 3.0
+# A renewal is tried only when the renewed lifetime ends this much before the max TTL: our clock
+# and the service's differ by the request's time in flight (bounded by the 10 s call timeout) and
+# by the login's, already on the safe side since the max TTL is counted from when it was sent.
+RENEW_SLACK_SECONDS = 30.0
 
 OnLogin = Callable[[str, str], None]
 """``on_login(method, result)``: ``result`` is ``success`` or the error's class name."""
@@ -268,7 +278,22 @@ class AuthSession:
         if current is not None and self._renewable(current, now):
             try:
                 result = await self._renew(current)
-                return self._install(result, now, max_deadline=current.max_deadline, why="renewed")
+                # The same token at the service, even when it comes back as a new string (newer
+                # servers re-sign it): the old string is never revoked, that would revoke both.
+                return self._install(result, now, max_deadline=current.max_deadline, why=None)
+            except errors.AuthenticationError as exc:
+                # Refused: the service deleted the token (docs/service-contract.md). It is dead, so
+                # it is neither used as a fallback nor revoked.
+                logger.info(
+                    "the service refused to renew the token of %s (%s); logging in again",
+                    self._name,
+                    type(exc).__name__,
+                    extra=self._fields,
+                )
+                if self._current is current:
+                    self._current = None
+                current = None
+                reason = RENEWAL_REFUSED
             except errors.ServiceError as exc:
                 logger.info(
                     "renewing the token of %s failed (%s); logging in again",
@@ -298,18 +323,21 @@ class AuthSession:
             return self._relogin_reason or (FIRST_LOGIN if self.logins == 0 else "no token")
         if current.deadline is not None and now >= current.deadline:
             return TOKEN_EXPIRED
-        max_deadline, ttl = current.max_deadline, current.ttl
-        if max_deadline is not None and ttl is not None and max_deadline - now <= self._margin * ttl:
+        if not self._renewal_fits(current, now):
             return MAX_TTL_NEAR
         return NOT_RENEWABLE
 
     def _renewable(self, token: _Token, now: float) -> bool:
         if not self._credentials.can_relogin or token.deadline is None or now >= token.deadline:
             return False
-        if token.max_deadline is not None and token.ttl is not None:
-            # Renewal cannot extend past the max TTL: close to it, only a new login helps.
-            return token.max_deadline - now > self._margin * token.ttl
-        return True
+        return self._renewal_fits(token, now)
+
+    @staticmethod
+    def _renewal_fits(token: _Token, now: float) -> bool:
+        """Whether the service would renew: ``now + TTL <= createdAt + maxTTL`` (with a slack)."""
+        if token.max_deadline is None or token.ttl is None:
+            return True
+        return now + token.ttl + RENEW_SLACK_SECONDS <= token.max_deadline
 
     async def _renew(self, token: _Token) -> models.LoginResult:
         result = await self._client.renew_token(token.value)
@@ -329,7 +357,10 @@ class AuthSession:
             raise _fresh_copy(last_error)
         started = self._clock()
         try:
-            result = await self._credentials.login(self._client)
+            try:
+                result = await self._credentials.login(self._client)
+            except errors.NotFound as exc:
+                raise _login_not_found(exc, self._credentials.kind) from exc
         except Exception as exc:  # counted whatever it is; only service errors back off
             self._count_login(type(exc).__name__)
             if not isinstance(exc, errors.ServiceError):
@@ -338,6 +369,10 @@ class AuthSession:
             self._last_login_error = exc
             self._login_failed_recoveries = self.host_health.recoveries
             delay = self._login_backoff.next_delay(getattr(exc, "retry_after", None))
+            if isinstance(exc, errors.LoginRejected):
+                # Retrying soon cannot help (see LoginRejected): a long pause, whatever the backoff says.
+                delay = max(delay, exc.retry_after_seconds)
+                self._login_backoff.retry_at = self._clock() + delay
             logger.warning(
                 "login of %s (%s, %s) failed: %s; next attempt in %.1f s",
                 self._name,
@@ -378,8 +413,10 @@ class AuthSession:
             logger.exception("on_login hook failed")
 
     def _install(
-        self, result: models.LoginResult, started: float, *, max_deadline: float | None, why: str
+        self, result: models.LoginResult, started: float, *, max_deadline: float | None, why: str | None
     ) -> _Token:
+        """Make ``result`` the current token; the one it replaces is revoked with ``why``, unless
+        ``why`` is None (a renewal: the same token at the service)."""
         ttl = float(result.expires_in) if result.expires_in > 0 else None
         deadline: float | None = None
         refresh_at: float | None = None
@@ -402,9 +439,21 @@ class AuthSession:
         )
         self._refresh_backoff.reset()
         previous, self._current = self._current, token
-        if previous is not None and previous.value != token.value:
+        if why is not None and previous is not None and previous.value != token.value:
             self._revoke_later(previous.value, why=why)
         return token
+
+
+def _login_not_found(exc: errors.NotFound, kind: str) -> errors.LoginRejected:
+    """A 404 at login is no missing source: the service (the 2024-10 self-hosted release) knows no
+    such client id or identity, or the identity has no ``kind`` auth method attached."""
+    what = "client id" if kind == "universal" else "identity id"
+    return errors.LoginRejected(
+        f"the service knows no such {what}, or the identity has no {kind} auth method attached "
+        f"({exc.message})",
+        status_code=exc.status_code,
+        req_id=exc.req_id,
+    )
 
 
 def _fresh_copy(exc: errors.ServiceError) -> errors.ServiceError:

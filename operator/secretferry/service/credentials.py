@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from secretferry.service import client as service_client
-from secretferry.service import models
+from secretferry.service import errors, models
 
 
 class Credentials(Protocol):
@@ -31,20 +31,51 @@ class Credentials(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class KubernetesCredentials:
-    """Kubernetes auth; ``mint_jwt`` returns a NEW ServiceAccount token and is called at every login."""
+    """Kubernetes auth; ``mint_jwt`` returns a NEW ServiceAccount token and is called at every login.
+
+    ``api_audiences`` gives the apiserver's own audiences once known (the minter learns them before
+    minting): a TokenReview refusal whose target audiences are exactly those means the server sent
+    no audience of its own (``errors.ServerIgnoresAudience``), not that ours is misconfigured.
+    """
 
     identity_id: str
     mint_jwt: Callable[[], Awaitable[str]]
     organization_slug: str | None = None
+    api_audiences: Callable[[], frozenset[str]] = dataclasses.field(default=frozenset, repr=False)
 
     kind = "kubernetes"
     can_relogin = True
 
     async def login(self, client: service_client.ServiceClient) -> models.LoginResult:
         jwt = await self.mint_jwt()
-        return await client.login_kubernetes(
-            identity_id=self.identity_id, jwt=jwt, organization_slug=self.organization_slug
-        )
+        try:
+            return await client.login_kubernetes(
+                identity_id=self.identity_id, jwt=jwt, organization_slug=self.organization_slug
+            )
+        except errors.TokenReviewAudienceRejected as exc:
+            api = self.api_audiences()
+            if api and exc.target_audiences and set(exc.target_audiences) <= api:
+                raise ignores_audience(exc) from exc
+            raise
+
+
+def ignores_audience(exc: errors.TokenReviewAudienceRejected) -> errors.ServerIgnoresAudience:
+    """The refusal of a server whose TokenReview checks the token against the apiserver's own
+    audiences, with what to do about it (the message reaches the identity's status)."""
+    token = ", ".join(exc.token_audiences) or "none"
+    return errors.ServerIgnoresAudience(
+        f"the service's TokenReview ignored the token's audience ({token}) and checked it against "
+        f"the apiserver's own ({', '.join(exc.target_audiences)}): this server sends no audience "
+        "(self-hosted releases of 2024-10 and older), so it accepts only a token that is valid for "
+        "the Kubernetes API itself. Upgrade the service, or have a cluster admin use a "
+        "ClusterMachineIdentity with spec.auth.kubernetes.allowAPIServerAudience: true (README, "
+        f"security model); retried in {exc.retry_after_seconds / 3600:.0f} h or when the identity "
+        f"changes. {exc.message}",
+        status_code=exc.status_code,
+        req_id=exc.req_id,
+        token_audiences=exc.token_audiences,
+        target_audiences=exc.target_audiences,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

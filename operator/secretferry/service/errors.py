@@ -9,7 +9,13 @@ message text::
     │   └── RateLimited               429; ``retry_after`` from the header (60 s when absent)
     │       └── StreamLimitReached    429 on subscribe: too many open streams for (project, identity)
     ├── AuthenticationError           401, or 403 with error "TokenError": log in again
-    │   └── StreamError               ``event: error`` on an open stream (token/permission re-check failed)
+    │   ├── StreamError               ``event: error`` on an open stream (token/permission re-check failed)
+    │   └── LoginRejected             a login that retrying soon cannot fix (404: no such client id,
+    │       │                         identity or auth method); ``retry_after_seconds`` is long
+    │       └── TokenReviewAudienceRejected   the service's TokenReview found the token's audiences
+    │           │                             invalid (``KubernetesTokenReviewError``), lists parsed
+    │           └── ServerIgnoresAudience     ...because the server reviews against the apiserver's
+    │                                         own audiences (it sends none): no MachineIdentity can log in
     ├── PermissionDenied              403 otherwise; ``details`` as the service sent them
     ├── NotFound                      404 from the service: a project, folder or object does not exist
     │   └── RouteNotFound             404 from the web framework: this server has no such endpoint
@@ -102,6 +108,45 @@ class AuthenticationError(ServiceError):
 
 class StreamError(AuthenticationError):
     """The service closed an event stream with ``event: error`` after re-checking the token."""
+
+
+class LoginRejected(AuthenticationError):
+    """The service refused a login in a way that retrying soon cannot change: it knows no such
+    client id or identity, or the identity has no such auth method (404 on the 2024-10 self-hosted
+    release), or its TokenReview rejected the token's audience. Only a change at the service or of
+    the identity fixes it, and neither is seen from here: the next attempt waits
+    ``retry_after_seconds`` (a new identity generation starts a new session at once)."""
+
+    # Long enough that a broken identity costs a handful of logins an hour, short enough that a fix
+    # made at the service (an auth method attached) shows without touching the identity.
+    retry_after_seconds: ClassVar[float] = 600.0
+
+
+class TokenReviewAudienceRejected(LoginRejected):
+    """401 ``KubernetesTokenReviewError``: the apiserver found the token's audiences invalid for the
+    audiences the service's TokenReview asked for (both lists as the apiserver printed them)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = 401,
+        req_id: str | None = None,
+        token_audiences: tuple[str, ...] = (),
+        target_audiences: tuple[str, ...] = (),
+    ) -> None:
+        self.token_audiences = token_audiences
+        self.target_audiences = target_audiences
+        super().__init__(message, status_code=status_code, req_id=req_id)
+
+
+class ServerIgnoresAudience(TokenReviewAudienceRejected):
+    """The TokenReview was checked against the apiserver's own audiences: the server sends no
+    ``spec.audiences`` (the 2024-10 self-hosted release), so only a token valid for the Kubernetes
+    API itself would pass. That does not change by itself: the server must be upgraded."""
+
+    # It will not fix itself: an hour between attempts (an identity change retries at once).
+    retry_after_seconds: ClassVar[float] = 3600.0
 
 
 class PermissionDenied(ServiceError):

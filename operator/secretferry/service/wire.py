@@ -17,7 +17,7 @@ import urllib.parse
 from typing import Any
 
 from secretferry import backoff
-from secretferry.service import errors, models, validation
+from secretferry.service import authwire, errors, models, validation
 
 # The list endpoints: v4, and v3 "raw" on self-hosted servers older than v4 (docs/service-contract.md).
 LIST_PATH_V4 = "/api/v4/secrets"
@@ -215,12 +215,20 @@ def error_for(
     """Map a non-success answer to its error class; ``subscribe`` enables the stream refusals."""
     req_id = request_id(body.get("reqId"))
     text = _message(body) or reason  # the service's words (a reason phrase is the server's too)
+    if status_code == 403:
+        text = authwire.forbidden_text(body, text)
     message = f"{endpoint}: {service_said(text)}" if text else f"{endpoint}: HTTP {status_code}"
     common: dict[str, Any] = {"status_code": status_code, "req_id": req_id}
     is_issue_list = isinstance(body.get("message"), list)
     if status_code == 401:
-        if is_issue_list:  # older servers answered validation failures with 401
+        # Older servers (the 2024-10 self-hosted release) answer validation failures with 401.
+        if is_issue_list or authwire.is_validation_failure(body):
             return errors.ValidationError(message, **common)
+        if audiences := authwire.audience_mismatch(body):
+            token_auds, target_auds = audiences
+            return errors.TokenReviewAudienceRejected(
+                message, token_audiences=token_auds, target_audiences=target_auds, **common
+            )
         return errors.AuthenticationError(message, **common)
     if status_code == 403:
         if body.get("error") == _TOKEN_ERROR:

@@ -105,3 +105,37 @@ def test_wrong_audience(server: DevServer, control_plane: Any, namespace: str) -
 def test_garbage_token(server: DevServer, control_plane: Any, namespace: str) -> None:
     identity_id = identity(server, control_plane, namespace)
     assert login(server, identity_id, "not-a-jwt").status_code == 401
+
+
+@pytest.fixture
+def selfhosted(tmp_path: Path) -> Iterator[DevServer]:
+    """The 2024-10 self-hosted release: its TokenReview carries no audiences."""
+    seed = {"projects": [{"id": PROJECT, "slug": "k8s", "environments": [{"slug": "dev", "name": "Dev"}]}]}
+    with run_dev_server(seed=seed, data_dir=tmp_path, extra_args=["--profile", "selfhosted-2024-10"]) as srv:
+        yield srv
+
+
+def test_selfhosted_reviews_against_the_apiservers_own_audiences(
+    selfhosted: DevServer, control_plane: Any, namespace: str
+) -> None:
+    """With or without an allowed audience configured, a token for the service's audience fails the
+    real TokenReview with the apiserver's own words; only an apiserver-audience token logs in (which
+    the operator never sends for a namespaced identity)."""
+    service_account(control_plane, namespace, "app")
+    for allowed in (AUDIENCE, ""):
+        identity_id = identity(selfhosted, control_plane, namespace, allowedAudience=allowed)
+        r = login(selfhosted, identity_id, control_plane.token_for(namespace, "app", audiences=[AUDIENCE]))
+        assert r.status_code == 401, r.text
+        body = r.json()
+        assert body["error"] == "KubernetesTokenReviewError" and "reqId" not in body
+        assert (
+            f'token audiences ["{AUDIENCE}"] is invalid for the target audiences '
+            '["https://kubernetes.default.svc.cluster.local"]'
+        ) in body["message"]
+    api_token = control_plane.token_for(namespace, "app")  # no audience: the apiserver's own
+    assert login(selfhosted, identity_id, api_token).status_code == 200
+
+
+def test_selfhosted_unknown_identity_is_404(selfhosted: DevServer) -> None:
+    r = login(selfhosted, str(uuid.uuid4()), "a.b.c")
+    assert r.status_code == 404 and r.json()["error"] == "NotFound" and "reqId" not in r.json()

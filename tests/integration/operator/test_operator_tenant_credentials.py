@@ -369,3 +369,45 @@ def _cluster_ready(cp: ControlPlane, name: str, reason: str) -> dict[str, Any] |
         if cond.get("type") == "Ready" and cond.get("reason") == reason:
             return dict(cond)
     return None
+
+
+KUBERNETES_LOGIN = "POST /api/v1/auth/kubernetes-auth/login"
+# The local control plane's --api-audiences (devcluster/cluster.py): a token for it is valid
+# against the Kubernetes API itself.
+API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
+
+
+def test_an_apiserver_audience_is_never_minted_nor_sent(
+    control_plane: ControlPlane,
+    operator: OperatorProcess,
+    service: DevServer,
+    hostile: tenant.Tenant,
+    namespace: str,
+) -> None:
+    """Token theft through the audience: the tenant names the apiserver's own audience (alone, or
+    hidden beside the service's) for a ServiceAccount that trusts the identity. The operator knows
+    the apiserver's audiences from the cluster and refuses before minting: nothing minted, no login
+    at the (allowed) service, nothing written."""
+    _service_account(control_plane, namespace, "deployer", opted_in="ferry")
+    k8s: dict[str, Any] = {"identityId": IDENTITY_ID, "serviceAccountRef": {"name": "deployer"}}
+    logins_before = service.stats()["routes"].get(KUBERNETES_LOGIN, 0)
+    with token_probe(control_plane, namespace, "deployer") as probe:
+        for audiences in ([API_AUDIENCE], [harness.AUDIENCE, API_AUDIENCE]):
+            hostile.apply(_identity("ferry", namespace, {"kubernetes": {**k8s, "audiences": audiences}}))
+            hostile.apply(_sync("app", namespace, "ferry", f"/{namespace}"))
+
+            def refused(audiences: list[str] = audiences) -> dict[str, Any] | None:
+                cond = harness.ready(control_plane, namespace, "ferry", kind="machineidentity")
+                spec = json.loads(
+                    control_plane.kubectl("get", "machineidentity", "ferry", "-n", namespace, "-o", "json")
+                )["spec"]["auth"]["kubernetes"]["audiences"]
+                ok = cond and cond.get("reason") == "AudienceNotAllowed" and spec == audiences
+                return cond if ok else None
+
+            cond = eventually(refused, what=f"AudienceNotAllowed for {audiences}")
+            assert API_AUDIENCE in cond["message"] and "no token was minted" in cond["message"]
+            harness.wait_reason(control_plane, namespace, "app", "AudienceNotAllowed")
+            time.sleep(_RETRIES_SECONDS)
+            assert probe.minted() == 0
+    assert service.stats()["routes"].get(KUBERNETES_LOGIN, 0) == logins_before
+    assert harness.get(control_plane, "secret", "app", namespace) is None

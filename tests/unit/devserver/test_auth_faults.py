@@ -133,3 +133,41 @@ async def test_add_seed_and_admin_secret_writes(client: httpx.AsyncClient) -> No
     )
     listed = await client.get("/api/v4/secrets", params=LIST, headers=ADMIN)
     assert "Z" not in [s["secretKey"] for s in listed.json()["secrets"]]
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "renewable"),
+    [(0, True), (900, True), (901, False), (990, False)],
+    ids=["fresh", "ends-at-max", "one-second-past", "near-max"],
+)
+async def test_renew_is_refused_when_it_would_pass_the_max_ttl(
+    client: httpx.AsyncClient, clock: Clock, elapsed: int, renewable: bool
+) -> None:
+    """The real server's rule (renewAccessToken): refuse when now + TTL > createdAt + maxTTL (TTL 100,
+    max 1000 here), delete the token, and so answer a later revoke 401."""
+    token = (await client.post(UA, json={"clientId": "cid", "clientSecret": "csecret"})).json()["accessToken"]
+    bearer = {"Authorization": f"Bearer {token}"}
+    start = clock.now
+    while clock.now + 90 < start + elapsed:  # keep it alive with renewals that still fit
+        clock.now += 90
+        assert (await client.post("/api/v1/auth/token/renew", json={"accessToken": token})).status_code == 200
+    clock.now = start + elapsed
+    renewed = await client.post("/api/v1/auth/token/renew", json={"accessToken": token})
+    if renewable:
+        assert renewed.status_code == 200
+        return
+    assert renewed.status_code == 401
+    assert renewed.json()["message"] == "Failed to renew MI access token past its Max TTL expiration"
+    assert (await client.get("/api/v4/secrets", params=LIST, headers=bearer)).status_code == 401
+    assert (await client.post("/api/v1/auth/token/revoke", json={"accessToken": token})).status_code == 401
+
+
+async def test_with_ttl_equal_to_max_ttl_no_renewal_ever_succeeds(
+    make_app: Callable[..., FastAPI], clock: Clock
+) -> None:
+    seed = copy.deepcopy(SEED)
+    seed["identities"][0]["universalAuth"]["accessTokenMaxTTL"] = 100
+    async with asgi(make_app(seed=seed)) as c:
+        token = (await c.post(UA, json={"clientId": "cid", "clientSecret": "csecret"})).json()["accessToken"]
+        clock.now += 1
+        assert (await c.post("/api/v1/auth/token/renew", json={"accessToken": token})).status_code == 401

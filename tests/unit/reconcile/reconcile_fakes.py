@@ -94,6 +94,10 @@ _KEPT_PATH = re.compile(r"^/api/v1/namespaces/[^/]+(/(secrets|configmaps|service
 _CREATE_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/(secrets|configmaps)$")
 
 
+# The apiserver's own audiences (its --api-audiences), as a TokenRequest without audiences gets them.
+API_AUDIENCES = ("https://kubernetes.default.svc.cluster.local",)
+
+
 class FakeApiserver:
     """Just enough of an apiserver for a reconcile pass, as a ``FakeKube`` answer.
 
@@ -152,6 +156,13 @@ class FakeApiserver:
             if self.objects.pop(path, None) is None:
                 raise kube_errors.NotFound(404, "NotFound", f"{path} not found")
             return {}
+        if method == "POST" and path.endswith("/token"):  # TokenRequest: audiences defaulted
+            spec = {**(body.get("spec") or {})}
+            spec["audiences"] = spec.get("audiences") or list(API_AUDIENCES)
+            return {
+                "spec": spec,
+                "status": {"token": "minted", "expirationTimestamp": "2030-01-01T00:00:00Z"},
+            }
         return {}
 
     def _apply(self, path: str, body: dict[str, Any], *, manager: str) -> dict[str, Any]:

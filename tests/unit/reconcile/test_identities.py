@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Protocol, cast
 
 import pytest
-from reconcile_fakes import FakeApiserver, FakeKube
+from reconcile_fakes import API_AUDIENCES, FakeApiserver, FakeKube
 
 from secretferry import settings as settings_mod
 from secretferry.kube import errors as kube_errors
@@ -25,6 +25,8 @@ HOST = "https://service.example"
 TOKEN_VALUE = "a-static-access-token-value"  # checked never to reach a message
 ALLOWED = tenancy.ALLOWED_IDENTITIES_ANNOTATION
 SETTINGS = settings_mod.Settings(default_host_api=HOST)
+# Where the operator learns the apiserver's audiences: its own namespace's default ServiceAccount.
+PROBE = f"/api/v1/namespaces/{SETTINGS.namespace}/serviceaccounts/default/token"
 
 
 class Problem(Protocol):
@@ -43,7 +45,8 @@ class World:
         return [p for m, p, _ in self.kube.calls if m == "GET" and _collection(p) == kind]
 
     def token_requests(self) -> list[str]:
-        return [p for m, p, _ in self.kube.calls if m == "POST" and p.endswith("/token")]
+        """TokenRequests for identities' ServiceAccounts (not the operator's audience probe)."""
+        return [p for m, p, _ in self.kube.calls if m == "POST" and p.endswith("/token") and p != PROBE]
 
     def put_secret(self, namespace: str, name: str, *, allowed: str | None = None) -> None:
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
@@ -455,3 +458,72 @@ async def test_a_missing_service_account_reads_as_not_opted_in(world: World) -> 
     found = await problem((await world.registry.session(missing)).token())
     assert found.reason == not_opted.reason == reasons.CREDENTIALS_NOT_OPTED_IN
     assert found.message.replace("ghost", "robot") == not_opted.message
+
+
+# --- the apiserver's own audiences ------------------------------------------------------------------
+
+API_AUD = API_AUDIENCES[0]
+
+
+@pytest.mark.parametrize(
+    ("kind", "k8s", "refused"),
+    [
+        (ident_mod.MACHINE, {"audiences": [API_AUD]}, True),
+        (ident_mod.MACHINE, {"audiences": ["service", API_AUD]}, True),  # one is enough
+        (ident_mod.MACHINE, {"audiences": ["service"]}, False),
+        # Not a field of the namespaced kind: a tenant who writes it gains nothing.
+        (ident_mod.MACHINE, {"audiences": [API_AUD], "allowAPIServerAudience": True}, True),
+        (ident_mod.CLUSTER, {"audiences": [API_AUD]}, True),
+        (ident_mod.CLUSTER, {"audiences": []}, True),  # empty: the apiserver's own
+        (ident_mod.CLUSTER, {"audiences": [], "allowAPIServerAudience": True}, False),
+        (ident_mod.CLUSTER, {"audiences": [API_AUD], "allowAPIServerAudience": True}, False),
+    ],
+    ids=[
+        "ns-api",
+        "ns-mixed",
+        "ns-service",
+        "ns-api-allowed",
+        "cl-api",
+        "cl-empty",
+        "cl-empty-allowed",
+        "cl-api-allowed",
+    ],
+)
+async def test_a_token_the_apiserver_accepts_is_never_minted(
+    world: World, kind: str, k8s: dict[str, Any], refused: bool
+) -> None:
+    world.put_service_account("team-a", "robot", allowed="id")
+    world.put_service_account("ops", "robot")
+    auth = {"identityId": "i", "serviceAccountRef": {"name": "robot"}, **k8s}
+    if kind == ident_mod.CLUSTER:
+        auth["serviceAccountRef"]["namespace"] = "ops"
+        entry = world.registry.upsert(kind, cluster(auth={"kubernetes": auth}))
+    else:
+        entry = world.registry.upsert(kind, machine(auth={"kubernetes": auth}))
+    session = await world.registry.session(entry)
+
+    found = await raised(session.token())  # the fake service host does not answer: a login error
+
+    if refused:
+        assert getattr(found, "reason", None) == reasons.AUDIENCE_NOT_ALLOWED, repr(found)
+        assert API_AUD in str(found) and "no token was minted" in str(found)
+        assert world.token_requests() == []
+    else:
+        assert len(world.token_requests()) == 1
+    assert [p for m, p, _ in world.kube.calls if p == PROBE] == [PROBE]  # learnt once
+
+
+async def test_the_apiserver_audiences_are_learnt_once_and_unknown_means_nothing_minted(world: World) -> None:
+    world.put_service_account("team-a", "robot", allowed="id")
+    world.apiserver.faults[("POST", PROBE)] = kube_errors.Forbidden(403, "Forbidden", "no RBAC")
+    entry = world.registry.upsert(ident_mod.MACHINE, machine(auth=_kubernetes()))
+    session = await world.registry.session(entry)
+
+    found = await problem(session.token())
+    assert found.reason == reasons.KUBERNETES_ERROR and "no token was minted" in found.message
+    assert world.token_requests() == []
+
+    for _ in range(3):
+        await raised(session.token())
+    assert [p for m, p, _ in world.kube.calls if p == PROBE] == [PROBE, PROBE]  # learnt, then cached
+    assert len(world.token_requests()) >= 1

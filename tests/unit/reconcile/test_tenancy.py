@@ -227,3 +227,31 @@ def test_not_opted_in_says_what_to_set(kind: str, outcome: str) -> None:
     assert f"{kind} team/deployer" in refusal.message
     assert ANNOTATION in refusal.message and "'ferry'" in refusal.message
     assert outcome in refusal.message
+
+
+API = "https://kubernetes.default.svc.cluster.local"
+
+
+@pytest.mark.parametrize(
+    ("audiences", "namespaced", "allowed", "refused"),
+    [
+        ([API], True, False, True),
+        (["svc", API], True, False, True),
+        ([API], True, True, True),  # the field does not exist on the namespaced kind; never allowed
+        (["svc"], True, False, False),
+        ([API + "/"], True, False, False),  # the apiserver compares exact strings
+        ([], False, False, True),  # empty: the apiserver's own audiences
+        ([], False, True, False),
+        ([API], False, True, False),
+        (["svc"], False, False, False),
+    ],
+)
+def test_check_api_audience(audiences: list[str], namespaced: bool, allowed: bool, refused: bool) -> None:
+    found = tenancy.check_api_audience(
+        audiences, api_audiences=frozenset({API}), namespaced=namespaced, allowed=allowed
+    )
+    assert (found is not None) is refused
+    if found is not None:
+        assert found.reason == reasons.AUDIENCE_NOT_ALLOWED and not found.retriable
+        assert API in found.message and "no token was minted" in found.message
+        assert ("allowAPIServerAudience" in found.message) is (not namespaced)

@@ -43,6 +43,9 @@ class FakeService:
         self.reject_as = (401, "UnauthorizedError")
         self.down = False  # a gateway answers 503 to everything
         self.login_attempts = 0
+        self.revoke_calls = 0
+        self.clock: Clock | None = None  # set: renewals follow the real server's max-TTL rule
+        self.created: dict[str, float] = {}
 
     async def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -63,10 +66,19 @@ class FakeService:
             self.renews += 1
             if self.renew_failure is not None or body["accessToken"] not in self.valid:
                 return self.renew_failure or _error(401, "UnauthorizedError")
+            # With a clock, the real rule: refused (token deleted) when now + TTL > createdAt + maxTTL.
+            clock = self.clock
+            if (
+                clock is not None
+                and clock.now + self.expires_in > self.created[body["accessToken"]] + self.max_ttl
+            ):
+                self.valid.discard(body["accessToken"])
+                return _error(401, "UnauthorizedError", "Failed to renew MI access token past its Max TTL")
             if self.renew_new_token:
                 return self._issue()
             return self._token_response(body["accessToken"])
         if path.endswith("/auth/token/revoke"):
+            self.revoke_calls += 1
             if self.revoke_failure is not None:
                 return self.revoke_failure
             self.revoked.append(body["accessToken"])
@@ -86,6 +98,7 @@ class FakeService:
         self.issued += 1
         token = f"token-{self.issued}"
         self.valid.add(token)
+        self.created[token] = self.clock.now if self.clock is not None else 0.0
         return self._token_response(token)
 
     def _token_response(self, token: str) -> httpx.Response:
@@ -229,11 +242,10 @@ async def test_near_max_ttl_logs_in_instead_of_renewing(
     session = k8s_session(api, clock)
     await session.token()
     clock.now += 85
-    await session.token()  # renewed: 65 s to the max TTL is more than the 20 s margin
-    assert service.renews == 1
-    clock.now += 50  # 15 s to the max TTL: renewal cannot help
+    # 65 s to the max TTL: a renewal for another 100 s would pass it, so the service would refuse
+    # it; a fresh login instead.
     assert await session.token() == "token-2"
-    assert service.renews == 1 and service.logins == 2
+    assert service.renews == 0 and service.logins == 2
 
 
 async def test_expiry_is_capped_by_max_ttl_and_reported_in_wall_time(
@@ -369,10 +381,12 @@ async def test_relogin_revokes_the_rejected_token(api: client.ServiceClient, ser
     assert service.revoked == ["token-1"] and session.revocations == 1
 
 
-@pytest.mark.parametrize(("new_token", "revoked"), [(True, ["token-1"]), (False, [])])
-async def test_renewal_revokes_only_a_replaced_token(
-    api: client.ServiceClient, service: FakeService, new_token: bool, revoked: list[str]
+@pytest.mark.parametrize("new_token", [True, False])
+async def test_renewal_never_revokes(
+    api: client.ServiceClient, service: FakeService, new_token: bool
 ) -> None:
+    """A renewed token is the same token at the service even when it comes back re-signed (newer
+    servers): revoking the old string would revoke the renewed one with it."""
     clock = Clock()
     session = k8s_session(api, clock)
     await session.token()
@@ -380,20 +394,27 @@ async def test_renewal_revokes_only_a_replaced_token(
     clock.now += 90  # inside the renewal margin
     assert await session.token() == ("token-2" if new_token else "token-1")
     await settle()
-    assert service.revoked == revoked and service.logins == 1
+    assert service.revoked == [] and service.revoke_calls == 0 and service.logins == 1
 
 
-async def test_login_after_failed_renewal_revokes_the_old_token(
-    api: client.ServiceClient, service: FakeService
+@pytest.mark.parametrize(
+    ("failure", "revoked"),
+    [((401, "UnauthorizedError"), []), ((503, "InternalServerError"), ["token-1"])],
+    ids=["refused-dead", "failed-alive"],
+)
+async def test_login_after_failed_renewal_revokes_only_a_live_token(
+    api: client.ServiceClient, service: FakeService, failure: tuple[int, str], revoked: list[str]
 ) -> None:
+    """A refused renewal (401) is a dead token (the service deleted it): no revoke, which would only
+    earn another 401. A renewal that failed otherwise leaves a live token: revoked once replaced."""
     clock = Clock()
     session = k8s_session(api, clock)
     await session.token()
-    service.renew_failure = _error(401, "UnauthorizedError")
+    service.renew_failure = _error(*failure)
     clock.now += 90
     assert await session.token() == "token-2"
     await settle()
-    assert service.revoked == ["token-1"]
+    assert service.revoked == revoked and service.revoke_calls == len(revoked)
 
 
 async def test_a_failed_revocation_never_fails_the_caller(
@@ -516,3 +537,37 @@ async def test_a_rate_limited_login_waits_out_its_backoff_even_after_recovery(
         await session.token()  # retry-after (60 s) not over
     clock.now += 61
     assert await session.token() == "token-1"
+
+
+@pytest.mark.parametrize(
+    ("ttl", "max_ttl", "lifetimes", "renews", "logins"),
+    [
+        (100, 100, 5, 0, 6),  # TTL = max TTL (the default): never renewable, one login per lifetime
+        (100, 10_000, 5, 5, 1),  # plenty of room: renewals only
+        (100, 250, 5, 3, 3),  # one renewal fits per login, then a fresh login
+    ],
+    ids=["ttl-equals-max", "room", "one-renewal-fits"],
+)
+async def test_renews_only_when_the_service_would_accept(
+    api: client.ServiceClient,
+    service: FakeService,
+    ttl: int,
+    max_ttl: int,
+    lifetimes: int,
+    renews: int,
+    logins: int,
+) -> None:
+    """Against the real renew rule: every renewal tried succeeds, no call is wasted on a 401, and
+    nothing dead is revoked."""
+    clock = Clock()
+    service.clock, service.expires_in, service.max_ttl = clock, ttl, max_ttl
+    session = k8s_session(api, clock)
+    await session.token()
+    for _ in range(lifetimes):
+        clock.now += 0.85 * ttl  # past the refresh point (80 % of the lifetime)
+        token = await session.token()
+        assert token in service.valid
+    await settle()
+    assert (service.renews, service.logins) == (renews, logins)
+    assert session.renewals == renews  # every renewal tried succeeded
+    assert service.revoke_calls == len(service.revoked) == logins - 1  # each replaced token was alive
