@@ -83,7 +83,11 @@ async def open_session() -> AsyncIterator[Callable[[str, Server], auth.AuthSessi
     clients: list[client.ServiceClient] = []
 
     def make(host: str, server: Server) -> auth.AuthSession:
-        api = client.ServiceClient(host, transport=httpx.MockTransport(server.handler))
+        async def answer(request: httpx.Request) -> httpx.Response:
+            await asyncio.sleep(0)  # a call takes a turn of the loop, as on a network: others run
+            return server.handler(request)
+
+        api = client.ServiceClient(host, transport=httpx.MockTransport(answer))
         clients.append(api)
         return auth.AuthSession(api, auth.StaticTokenCredentials(f"token-{len(clients)}"))
 
@@ -255,3 +259,54 @@ async def test_a_host_that_loses_its_v3_route_is_asked_v4_again(
     result = await fetch.fetch(SCOPE, session, force=True)
     assert server.paths()[-1] == "/api/v4/secrets" and not result.changed
     assert fetch.routes.known(OLD + "/api") == listroutes.V4
+
+
+async def test_concurrent_first_calls_send_one_v4_probe_per_host(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    """Issue 21: 12 scopes at start-up sent 12 v4 probes to one old server; now one, then v3."""
+    old, new = Server(v4=route_missing), Server()
+    at_old = [open_session(OLD, old) for _ in range(3)]
+    at_new = open_session(NEW, new)
+    many = [scopes.Scope(f"ns/{n}", "p", "dev", f"/{n}") for n in range(12)]
+    await asyncio.gather(
+        *(fetch.fetch(scope, at_old[n % 3]) for n, scope in enumerate(many)),
+        *(fetch.fetch(scopes.Scope("ns/x", "p", "dev", f"/x{n}"), at_new) for n in range(3)),
+    )
+    assert old.paths().count("/api/v4/secrets") == 1
+    assert old.paths().count("/api/v3/secrets/raw") == 12
+    assert new.paths() == ["/api/v4/secrets"] * 3  # a host of its own: probed on its own
+
+
+async def test_waiters_of_a_probe_that_taught_nothing_fail_without_calling(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    """A host with neither list route: one probe (v4, then v3), and the others get its error."""
+    server = Server(v4=route_missing, v3=route_missing)
+    session = open_session(OLD, server)
+    many = [scopes.Scope(f"ns/{n}", "p", "dev", f"/{n}") for n in range(6)]
+    results = await asyncio.gather(*(fetch.fetch(scope, session) for scope in many), return_exceptions=True)
+    assert all(isinstance(r, errors.RouteNotFound) for r in results)
+    assert server.paths() == ["/api/v4/secrets", "/api/v3/secrets/raw"]
+    assert fetch.routes.known(OLD + "/api") is None
+    # Nothing learned: the next round probes again (once).
+    await asyncio.gather(*(fetch.fetch(scope, session, force=True) for scope in many), return_exceptions=True)
+    assert server.paths()[2:] == ["/api/v4/secrets", "/api/v3/secrets/raw"]
+
+
+async def test_waiters_of_a_probe_the_host_did_not_answer_get_its_error(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, json={"statusCode": 503, "message": "down", "error": "Unavailable"})
+
+    alone, crowd = Server(v4=down), Server(v4=down)
+    await asyncio.gather(
+        fetch.fetch(scopes.Scope("ns/0", "p", "dev", "/"), open_session(OLD, alone)), return_exceptions=True
+    )
+    session = open_session(NEW, crowd)
+    many = [scopes.Scope(f"ns/{n}", "p", "dev", f"/{n}") for n in range(6)]
+    results = await asyncio.gather(*(fetch.fetch(scope, session) for scope in many), return_exceptions=True)
+    assert all(isinstance(r, errors.Unavailable) for r in results)
+    # Six scopes cost what one costs (the client's own retries of one call included).
+    assert crowd.paths() == alone.paths() and "/api/v3/secrets/raw" not in crowd.paths()
