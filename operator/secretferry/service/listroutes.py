@@ -20,9 +20,14 @@ One probe per host (single flight): while a host's route is unknown, the first l
 and every other call to that host waits for that probe's outcome instead of sending its own v4
 call (at start-up, 12 scopes on one old server used to send 12 v4 probes at once; against a rate
 limit of 40 secret reads a minute that is a third of the budget spent on 404s). When the probe
-taught the route, the waiters list through it; when it did not (the host did not answer, or has
-neither route), they fail with a copy of the probe's error without calling, and the fetcher's
-per-scope backoff brings them back.
+taught the route, the waiters list through it. When it did not, what happens depends on why:
+the host did not answer at all, or answered 429 (its limit is per client IP, so ours, not the
+prober's) — the waiters fail with that error without calling, and the fetcher's per-scope backoff
+brings them back; any other answer (a 5xx, neither route) may be about the prober's own request,
+which another tenant's identity may have sent — each waiter then makes its own call (one at a time,
+still one probe in flight), so one SecretSync's request never decides another's outcome. The error
+a waiter inherits carries none of the prober's text (a Fastify 404 echoes the request's query,
+which names the prober's project and path).
 """
 
 from __future__ import annotations
@@ -68,9 +73,9 @@ class ListRoutes:
             if probe is None:
                 return await self._probe(host, client, query, etag=etag)
             failed = await asyncio.shield(probe)
-            if host not in self._known and failed is not None:
-                raise copy.copy(failed).with_traceback(None)
-            # Learned (or the prober was cancelled: then the next loop probes again).
+            if host not in self._known and failed is not None and _shared(failed):
+                raise _inherited(host, failed)
+            # Learned, or nothing that holds for this call too: the next loop probes (or lists).
         if self._known.get(host) == V3:
             try:
                 return await client.list_secrets_v3(query, etag=etag)
@@ -147,3 +152,19 @@ class ListRoutes:
                 V4,
                 V3,
             )
+
+
+def _shared(failed: errors.ServiceError) -> bool:
+    """Whether the probe's failure holds for every call to the host: nobody answered, or a 429
+    (per client IP). A status code means an answer, which may be about the prober's request."""
+    if isinstance(failed, errors.RateLimited):
+        return True
+    return isinstance(failed, errors.Unavailable) and failed.status_code is None
+
+
+def _inherited(host: str, failed: errors.ServiceError) -> errors.ServiceError:
+    """The probe's error for a call that waited on it: same class and retry hint, none of its text."""
+    waiter = copy.copy(failed).with_traceback(None)  # keeps the class and its fields (retry_after)
+    message = f"GET {V4} at {host}: {type(failed).__name__} while probing the host's list route"
+    errors.ServiceError.__init__(waiter, message, status_code=failed.status_code)
+    return waiter

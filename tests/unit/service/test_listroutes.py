@@ -278,29 +278,13 @@ async def test_concurrent_first_calls_send_one_v4_probe_per_host(
     assert new.paths() == ["/api/v4/secrets"] * 3  # a host of its own: probed on its own
 
 
-async def test_waiters_of_a_probe_that_taught_nothing_fail_without_calling(
+async def test_waiters_of_a_probe_the_host_did_not_answer_fail_without_calling(
     fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
 ) -> None:
-    """A host with neither list route: one probe (v4, then v3), and the others get its error."""
-    server = Server(v4=route_missing, v3=route_missing)
-    session = open_session(OLD, server)
-    many = [scopes.Scope(f"ns/{n}", "p", "dev", f"/{n}") for n in range(6)]
-    results = await asyncio.gather(*(fetch.fetch(scope, session) for scope in many), return_exceptions=True)
-    assert all(isinstance(r, errors.RouteNotFound) for r in results)
-    assert server.paths() == ["/api/v4/secrets", "/api/v3/secrets/raw"]
-    assert fetch.routes.known(OLD + "/api") is None
-    # Nothing learned: the next round probes again (once).
-    await asyncio.gather(*(fetch.fetch(scope, session, force=True) for scope in many), return_exceptions=True)
-    assert server.paths()[2:] == ["/api/v4/secrets", "/api/v3/secrets/raw"]
+    def unreachable(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
 
-
-async def test_waiters_of_a_probe_the_host_did_not_answer_get_its_error(
-    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
-) -> None:
-    def down(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(503, json={"statusCode": 503, "message": "down", "error": "Unavailable"})
-
-    alone, crowd = Server(v4=down), Server(v4=down)
+    alone, crowd = Server(v4=unreachable), Server(v4=unreachable)
     await asyncio.gather(
         fetch.fetch(scopes.Scope("ns/0", "p", "dev", "/"), open_session(OLD, alone)), return_exceptions=True
     )
@@ -308,5 +292,39 @@ async def test_waiters_of_a_probe_the_host_did_not_answer_get_its_error(
     many = [scopes.Scope(f"ns/{n}", "p", "dev", f"/{n}") for n in range(6)]
     results = await asyncio.gather(*(fetch.fetch(scope, session) for scope in many), return_exceptions=True)
     assert all(isinstance(r, errors.Unavailable) for r in results)
-    # Six scopes cost what one costs (the client's own retries of one call included).
+    # Six scopes cost what one costs (the client's own retries of that one call included).
     assert crowd.paths() == alone.paths() and "/api/v3/secrets/raw" not in crowd.paths()
+    assert fetch.routes.known(NEW + "/api") is None
+
+
+async def test_waiters_of_a_rate_limited_probe_get_its_retry_after(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    def limited(request: httpx.Request) -> httpx.Response:
+        body = {"statusCode": 429, "message": "Rate limit exceeded", "error": "RateLimitExceeded"}
+        return httpx.Response(429, json=body, headers={"retry-after": "42"})
+
+    server = Server(v4=limited)
+    session = open_session(OLD, server)
+    many = [scopes.Scope(f"ns/{n}", "p", "dev", f"/{n}") for n in range(4)]
+    results = await asyncio.gather(*(fetch.fetch(scope, session) for scope in many), return_exceptions=True)
+    assert all(isinstance(r, errors.RateLimited) and r.retry_after == 42 for r in results)
+    assert server.paths().count("/api/v4/secrets") == 1
+
+
+async def test_a_probe_answer_about_its_own_request_is_not_handed_to_others(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    """A host with neither route (or a 5xx): the answer may be about the prober's request (a
+    Fastify 404 even echoes its query, naming its project and path), which may be another
+    tenant's. Each waiter then asks for itself, one probe at a time, and sees only its own text."""
+    server = Server(v4=route_missing, v3=route_missing)
+    mine, theirs = open_session(OLD, server), open_session(OLD, server)
+    a = scopes.Scope("tenant-a/id", "p-a", "dev", "/a-private")
+    b = scopes.Scope("tenant-b/id", "p-b", "dev", "/b-private")
+    got_a, got_b = await asyncio.gather(fetch.fetch(a, mine), fetch.fetch(b, theirs), return_exceptions=True)
+    assert isinstance(got_a, errors.RouteNotFound) and isinstance(got_b, errors.RouteNotFound)
+    assert "a-private" in str(got_a) and "b-private" not in str(got_a)
+    assert "b-private" in str(got_b) and "a-private" not in str(got_b)
+    assert server.paths() == ["/api/v4/secrets", "/api/v3/secrets/raw"] * 2
+    assert fetch.routes.known(OLD + "/api") is None
