@@ -207,6 +207,11 @@ async def _scopes(
         project_id = source.project_id
         if project_id is None:
             assert source.project_slug is not None
+            if source.project_slug in (".", ".."):  # a URL normalizer would send it to another route
+                raise problems.Problem(
+                    reasons.INVALID_SPEC,
+                    f"projectSlug {source.project_slug!r} is not a project slug; nothing was sent",
+                )
             project_id = await deps.slugs.resolve(identity_key, source.project_slug, session)
         result.append(
             scope_mod.Scope(

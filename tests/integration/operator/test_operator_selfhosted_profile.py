@@ -14,6 +14,10 @@ user of such a server can use, and what it cannot with the reason it says:
 - an unknown environment lists as 200-empty: ``SourceEmpty``, whose message says so;
 - one key in two folders of a recursive source: the deepest is synced, and the status says so.
 
+And one tenant attack on what is learned per host (the slug route is shared by every identity on
+a host): a ``projectSlug`` of ``.`` or ``..`` would be normalized into another route's URL, whose
+404 could decide the route for everyone; it is refused before anything is sent.
+
 A universal-auth identity: Kubernetes auth on that server cannot check audiences (issue 21, item
 4: not this module's business). Its own dev server and operator; a handful of scopes only, so that
 the server's rate limits (40 secret reads a minute per client IP) are never reached.
@@ -25,6 +29,7 @@ from collections.abc import Iterator
 
 import harness
 import pytest
+import tenant
 from harness import PROJECT_ID, PROJECT_SLUG, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
@@ -157,6 +162,74 @@ def test_what_a_user_of_a_2024_10_server_can_use(
         log = op.log_text()
         assert log.count("has no v4 list") == 1
         assert log.count("resolving project slugs through GET /api/v2/workspace/{slug}") == 1
+    finally:
+        op.stop()
+    harness.assert_no_values_leaked(cp, op)
+
+
+def test_a_tenant_cannot_pick_the_slug_route_of_a_host(
+    control_plane: ControlPlane,
+    selfhosted: DevServer,
+    hostile: tenant.Tenant,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    cp, ns = control_plane, hostile.namespace
+    harness.VALUES.add("test-client-secret")  # the credential must not show up anywhere either
+    cp.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": "creds",
+                "namespace": ns,
+                "annotations": {harness.ALLOWED_IDENTITIES: "mine"},
+            },
+            "stringData": {"clientSecret": "test-client-secret"},
+        }
+    )
+    hostile.apply(
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "MachineIdentity",
+            "metadata": {"name": "mine", "namespace": ns},
+            "spec": {
+                "auth": {
+                    "universal": {
+                        "clientId": "test-client",
+                        "clientSecretRef": {"name": "creds", "key": "clientSecret"},
+                    }
+                }
+            },
+        }
+    )
+    for name, slug in (("dot", "."), ("dotdot", "..")):
+        hostile.apply(
+            {
+                "apiVersion": "secretferry.io/v1alpha1",
+                "kind": "SecretSync",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {
+                    "identityRef": {"kind": "MachineIdentity", "name": "mine"},
+                    "sources": [{"projectSlug": slug, "environment": "dev"}],
+                },
+            }
+        )
+    selfhosted.reset_stats()
+    op = harness.start_operator(cp, selfhosted, tmp_path_factory.mktemp("op-tenant") / "operator.log")
+    try:
+        for name in ("dot", "dotdot"):
+            refused = harness.wait_reason(cp, ns, name, "InvalidSpec")
+            assert "is not a project slug; nothing was sent" in refused["message"]
+        routes = selfhosted.stats()["routes"]
+        # What ``.``/``..`` would have become once normalized (another test's SecretSyncs may still
+        # resolve their own slug meanwhile: those are ``…/slug/app`` and ``/api/v2/workspace/{slug}``).
+        normalized = {
+            "GET /api/v1/projects",
+            "GET /api/v1/projects/slug",
+            "GET /api/v2",
+            "GET /api/v2/workspace",
+        }
+        assert not normalized & set(routes), routes
     finally:
         op.stop()
     harness.assert_no_values_leaked(cp, op)

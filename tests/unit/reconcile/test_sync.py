@@ -311,6 +311,19 @@ async def test_a_key_from_two_folders_of_a_recursive_source_is_the_deepest_and_i
     )
 
 
+@pytest.mark.parametrize("slug", [".", ".."])
+async def test_a_dot_segment_slug_is_never_sent(world: World, slug: str) -> None:
+    """``slug/..`` would be normalized to ``GET /api/v1/projects``: a route the user picked,
+    whose 404 could switch the host's slug route for every identity on it."""
+    body = sync_body()
+    body["spec"]["sources"] = [{"projectSlug": slug, "environment": "dev"}]
+
+    await world.run(body)
+
+    assert world.ready()["reason"] == reasons.INVALID_SPEC
+    assert world.service.calls == 0 and world.deps.slugs.lookups == 0
+
+
 async def test_a_second_identical_pass_writes_nothing_and_patches_nothing(world: World) -> None:
     await synced(world)
     world.later()  # the scope's resync: the service is asked again
