@@ -191,7 +191,9 @@ def build_crds() -> list[dict[str, Any]]:
     identity_columns = [
         *_ready_columns(),
         {"name": "Host", "type": "string", "jsonPath": ".spec.hostAPI", "priority": 1},
-        {"name": "Token Expires", "type": "date", "jsonPath": ".status.tokenExpiresAt", "priority": 1},
+        # ``string``, not ``date``: kubectl prints a ``date`` column as an age and shows
+        # ``<invalid>`` for every time in the future, which an expiry always is (issue 21).
+        {"name": "Token Expires", "type": "string", "jsonPath": ".status.tokenExpiresAt", "priority": 1},
         _AGE,
     ]
     return [

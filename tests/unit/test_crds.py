@@ -205,3 +205,18 @@ def test_identity_status_names_the_list_route(kind: str) -> None:
     assert status["listEndpoint"]["type"] == "string"
     assert status["listEndpoint"]["enum"] == ["/api/v4/secrets", "/api/v3/secrets/raw"]
     assert "v3" in status["listEndpoint"]["description"]
+
+
+def test_no_printer_column_shows_a_future_time_as_a_date() -> None:
+    """kubectl prints a ``date`` column as an age and a future time as ``<invalid>`` (issue 21:
+    ``kubectl get mid -o wide`` showed ``<invalid>`` for every token expiry)."""
+    future = {".status.tokenExpiresAt"}
+    columns = [
+        column
+        for crd in crdgen.build_crds()
+        for version in crd["spec"]["versions"]
+        for column in version["additionalPrinterColumns"]
+    ]
+    expiry = [c for c in columns if c["jsonPath"] in future]
+    assert len(expiry) == 2  # MachineIdentity and ClusterMachineIdentity
+    assert all(c["type"] == "string" for c in expiry)

@@ -29,6 +29,18 @@ from secretferry.devserver.stats import StatsMiddleware
 
 log = logging.getLogger(__name__)
 V4_SECRETS = "/api/v4/secrets"  # everything below it goes with --no-v4
+EVENTS = "/api/v1/events"  # the subscribe route, absent before the event stream existed
+SLUG_ROUTES = {"v1": "/api/v1/projects/slug", "v2": "/api/v2/workspace"}  # one of them is absent
+
+
+def absent_prefixes(config: DevServerConfig) -> tuple[str, ...]:
+    """Route prefixes this server generation does not have (they answer Fastify's 404)."""
+    absent = [prefix for slug_route, prefix in SLUG_ROUTES.items() if slug_route != config.slug_route]
+    if not config.v4_secrets:
+        absent.append(V4_SECRETS)
+    if not config.events_route:
+        absent.append(EVENTS)
+    return tuple(absent)
 
 
 def create_app(config: DevServerConfig | None = None) -> FastAPI:
@@ -49,6 +61,7 @@ def create_app(config: DevServerConfig | None = None) -> FastAPI:
     )
     app.state.dev = state
     errors.install(app)
+    absent = absent_prefixes(config)
     for module in (
         routes_secrets,
         routes_v3,
@@ -61,9 +74,7 @@ def create_app(config: DevServerConfig | None = None) -> FastAPI:
         routes_status,
         routes_admin,
     ):
-        app.include_router(
-            module.router if config.v4_secrets else notfound.without(module.router, V4_SECRETS)
-        )
+        app.include_router(notfound.without(module.router, *absent))
     app.include_router(routes_admin.health_router)
     # Order matters: stats sees faulted requests too (added last = outermost).
     app.add_middleware(FaultMiddleware, faults=state.faults)

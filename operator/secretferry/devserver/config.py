@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+# Where a project is found by its slug: ``v1`` = ``GET /api/v1/projects/slug/{slug}`` (newest);
+# ``v2`` = ``GET /api/v2/workspace/{slug}``, the project unwrapped (self-hosted 2024-10).
+SlugRoute = Literal["v1", "v2"]
 # Shapes of the event stream: the three the real service shipped, and docs/service-api.md's own.
 EventGeneration = Literal["documented", "old", "middle", "newest"]
 
@@ -40,6 +43,16 @@ class DevServerConfig:
     v4_secrets: bool = True
     """False (``--no-v4``): every ``/api/v4/secrets`` route is absent and answers like any unknown
     route of the real server (Fastify's 404), as on self-hosted servers older than the v4 API."""
+    events_route: bool = True
+    """False: ``/api/v1/events/...`` is absent (Fastify's 404), as on servers older than the stream."""
+    slug_route: SlugRoute = "v1"
+    """Which route finds a project by slug (``SlugRoute``); the other one is absent."""
+    unknown_environment_empty: bool = False
+    """True: listing an unknown environment answers 200 with empty lists (self-hosted 2024-10)
+    instead of the service's 404."""
+    v3_metadata: bool = True
+    """False: the v3 list neither carries ``secretMetadata`` nor knows ``metadataFilter`` (zod strips
+    the unknown field: it is neither validated nor applied), as on self-hosted 2024-10."""
     admin_token: str | None = None
     """Header ``X-Admin-Token`` value ``/_admin`` requires; None: generate one at start (see
     ``admin_token``), since the admin API is never open."""

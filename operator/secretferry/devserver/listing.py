@@ -110,13 +110,20 @@ def _matches_filters(s: Secret, tag_ids: set[str] | None, metadata: list[tuple[s
 class Lister:
     """Builds list responses; one instance per app."""
 
-    def __init__(self, store: Store, permissions: Permissions) -> None:
+    def __init__(
+        self, store: Store, permissions: Permissions, *, unknown_environment_empty: bool = False
+    ) -> None:
         self.store = store
         self.permissions = permissions
+        # Self-hosted 2024-10 answers an unknown environment 200 with empty lists, not 404.
+        self.unknown_environment_empty = unknown_environment_empty
 
     def list_secrets(self, query: ListQuery, *, identity_id: str, now: float) -> dict[str, Any]:
         project = self.store.require_project(query.project_id)
         env = self.store.environment(project.id, query.environment)
+        if env is None and self.unknown_environment_empty:
+            self.permissions.require_member(identity_id, project.id)
+            return {"secrets": [], "imports": []}
         if env is None:
             raise NotFound(
                 f"Environment with slug '{query.environment}' in project with ID {project.id} not found"

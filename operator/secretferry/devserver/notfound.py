@@ -42,18 +42,19 @@ def response(request: Request) -> JSONResponse:
     return JSONResponse(body(request.method, raw_url(request)), status_code=404)
 
 
-def _under(route: BaseRoute, prefix: str) -> bool:
+def _under(route: BaseRoute, prefixes: tuple[str, ...]) -> bool:
     path = getattr(route, "path", None)
-    return isinstance(path, str) and (path == prefix or path.startswith(prefix + "/"))
+    return isinstance(path, str) and any(path == p or path.startswith(p + "/") for p in prefixes)
 
 
-def without(router: APIRouter, prefix: str) -> APIRouter:
-    """``router`` minus its routes at or below ``prefix``, so those answer like routes the server
-    never had (``--no-v4``: a self-hosted server older than the v4 secrets API).
+def without(router: APIRouter, *prefixes: str) -> APIRouter:
+    """``router`` minus its routes at or below any of ``prefixes``, so those answer like routes the
+    server never had (``--no-v4``: a self-hosted server older than the v4 secrets API; the
+    ``selfhosted-2024-10`` profile: no event route, no v1 slug route).
 
     A new router, not an edited one: a module's router is shared by every app built in the process
     (tests build many), and FastAPI keeps included routers as live views of the original.
     """
-    if not any(_under(route, prefix) for route in router.routes):
+    if not any(_under(route, prefixes) for route in router.routes):
         return router
-    return APIRouter(routes=[route for route in router.routes if not _under(route, prefix)])
+    return APIRouter(routes=[route for route in router.routes if not _under(route, prefixes)])

@@ -26,6 +26,11 @@ PROFILES: Final[dict[str, dict[str, Any]]] = {
         "unknown_client_id_status": 404,
         "validation_status": 401,
         "error_req_id": False,
+        # Listing/route differences seen on that server (issue 21, items 2, 3, 7).
+        "events_route": False,  # the stream came later: subscribe is an unknown route
+        "slug_route": "v2",  # /api/v1/projects/slug/... absent; /api/v2/workspace/{slug} bare
+        "unknown_environment_empty": True,  # 200 {"secrets":[],"imports":[]}, not 404
+        "v3_metadata": False,  # no secretMetadata on v3; metadataFilter stripped (fail-open)
     },
 }
 

@@ -11,6 +11,7 @@ from secretferry.devserver.auth import Caller, CallerDep, StateDep
 from secretferry.devserver.errors import NotFound
 from secretferry.devserver.identity_store import public
 from secretferry.devserver.permissions import DYNAMIC_SECRETS, EDIT_ROOT_CREDENTIAL, READ_ROOT_CREDENTIAL
+from secretferry.devserver.state import DevState
 from secretferry.devserver.timeutil import iso
 
 router = APIRouter()
@@ -18,6 +19,16 @@ router = APIRouter()
 
 @router.get("/api/v1/projects/slug/{slug}")
 async def project_by_slug(slug: str, caller: CallerDep, state: StateDep) -> dict[str, Any]:
+    return _project_body(slug, caller, state)
+
+
+@router.get("/api/v2/workspace/{slug}")
+async def workspace_by_slug(slug: str, caller: CallerDep, state: StateDep) -> dict[str, Any]:
+    """Self-hosted 2024-10's slug route (``slug_route="v2"``): the same project, bare as on v1."""
+    return _project_body(slug, caller, state)
+
+
+def _project_body(slug: str, caller: Caller, state: DevState) -> dict[str, Any]:
     project = state.store.project_by_slug(slug)
     if project is None:
         raise NotFound(f"Project with slug '{slug}' not found")

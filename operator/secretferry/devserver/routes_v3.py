@@ -32,9 +32,11 @@ async def list_raw(request: Request, caller: CallerDep, state: StateDep) -> Resp
     ``workspaceSlug``; the same rules apply (``routes_secrets``), slug resolution comes after them."""
     params = request.query_params
     issues = query.Issues()
-    metadata = listing.parse_metadata_filter(query.text(params, "metadataFilter", issues))
-    if len(metadata) > listing.MAX_METADATA_FILTERS:
-        issues.add("metadataFilter", "custom", "You can only filter by up to 10 metadata fields")
+    metadata: list[tuple[str, str]] = []
+    if state.config.v3_metadata:  # else: unknown to that schema, stripped (no check, no filter)
+        metadata = listing.parse_metadata_filter(query.text(params, "metadataFilter", issues))
+        if len(metadata) > listing.MAX_METADATA_FILTERS:
+            issues.add("metadataFilter", "custom", "You can only filter by up to 10 metadata fields")
     workspace_id = query.text(params, "workspaceId", issues)
     workspace_slug = query.text(params, "workspaceSlug", issues)
     environment = query.text(params, "environment", issues)
@@ -67,7 +69,16 @@ async def list_raw(request: Request, caller: CallerDep, state: StateDep) -> Resp
         metadata_filter=metadata,
     )
     result = state.lister.list_secrets(list_query, identity_id=caller.identity_id, now=state.now())
+    if not state.config.v3_metadata:
+        _strip_metadata(result)
     return etags.json_response(request, result)
+
+
+def _strip_metadata(result: dict[str, Any]) -> None:
+    """A v3 answer of a server without secret metadata (self-hosted 2024-10): no such field."""
+    groups = result.get("imports") or []
+    for secret in [*result["secrets"], *(s for group in groups for s in group["secrets"])]:
+        secret.pop("secretMetadata", None)
 
 
 def _version(raw: str | None, issues: query.Issues) -> float | None:

@@ -49,7 +49,7 @@ class DevState:
             identities=identities,
             tokens=Tokens(database),
             permissions=permissions,
-            lister=Lister(store, permissions),
+            lister=Lister(store, permissions, unknown_environment_empty=config.unknown_environment_empty),
             bus=EventBus(
                 generations.get(config.event_generation),
                 may_receive=lambda sub, event, change: permissions.allowed(

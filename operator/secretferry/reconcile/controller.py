@@ -83,8 +83,13 @@ class Controller:
         self.queue: scheduler.Scheduler[state.SyncKey] = scheduler.Scheduler(
             self._work, workers=settings.workers
         )
+        self.slugs = scope_mod.SlugCache()
         self.identity_status = identity_status.IdentityStatus(
-            kube=kube, identities=self.identities, routes=self.fetcher.routes, background=self.background
+            kube=kube,
+            identities=self.identities,
+            routes=self.fetcher.routes,
+            slug_routes=self.slugs.routes,
+            background=self.background,
         )
         self.streaming = streaming.Streaming(
             settings=settings,
@@ -136,7 +141,7 @@ class Controller:
             hmac_key=hmac_key,
             identities=self.identities,
             fetcher=self.fetcher,
-            slugs=scope_mod.SlugCache(),
+            slugs=self.slugs,
             scopes=self.scopes,
             targets=self.targets,
             rollouts=self.rollouts,

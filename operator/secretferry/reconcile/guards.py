@@ -112,7 +112,8 @@ def _empty(index: int, source: secretsync.Source, got: FetchedSource) -> problem
         return problems.Problem(
             reasons.SOURCE_EMPTY,
             f"{_where(index, source)} lists no secrets: the path does not exist, is empty, or its"
-            f" tag/metadata filters match nothing; {_ALLOW_EMPTY_HINT}",
+            f" tag/metadata filters match nothing, or environment {source.environment!r} does not"
+            f" exist (some servers list an unknown environment as empty); {_ALLOW_EMPTY_HINT}",
         )
     if not select_keys(listed, include=source.include_keys, exclude=source.exclude_keys):
         return problems.Problem(

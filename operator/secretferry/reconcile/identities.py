@@ -72,8 +72,8 @@ class IdentityEntry:
     model: identity_models.MachineIdentity | None
     invalid: str | None = None
     session: auth.AuthSession | None = None
-    reported: tuple[str, str, str, str] | None = None
-    """(status, reason, lastLoginTime, listEndpoint) as last written: nothing new, no write."""
+    reported: tuple[str, str, str, str, str] | None = None  # ready, reason, login, list and slug route
+    """(status, reason, lastLoginTime, listEndpoint, slug route) as last written: nothing new, no write."""
     building: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held while the session is built: building awaits Secrets, and two SecretSyncs arriving at
     once must not each build (and log in with) a session of their own."""

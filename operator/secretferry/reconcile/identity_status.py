@@ -1,4 +1,5 @@
-"""An identity's status: whether its login works, when it last logged in, which list route its host has.
+"""An identity's status: whether its login works, when it last logged in, which routes its host has
+(the list route, and the slug route when it is not the documented one).
 
 Written by the login check this module runs when an identity appears or changes, and after each
 use of the identity by a reconcile pass (``Deps.on_identity``). Patched only when what it reports
@@ -24,7 +25,7 @@ from secretferry.models import identity as identity_models
 from secretferry.reconcile import conditions, outcomes, problems, reasons, tasks
 from secretferry.reconcile import identities as ident_mod
 from secretferry.service import errors as service_errors
-from secretferry.service import listroutes
+from secretferry.service import listroutes, slugroutes
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +37,13 @@ class IdentityStatus:
         kube: kube_client.Kube,
         identities: ident_mod.IdentityRegistry,
         routes: listroutes.ListRoutes,
+        slug_routes: slugroutes.SlugRoutes | None = None,
         background: tasks.Tasks,
     ) -> None:
         self._kube = kube
         self._identities = identities
         self._routes = routes
+        self._slug_routes = slug_routes
         self._background = background
 
     def spawn_check(self, entry: ident_mod.IdentityEntry) -> asyncio.Task[None]:
@@ -76,10 +79,15 @@ class IdentityStatus:
         # Which list route the identity's host has, once a list there showed it (listroutes).
         list_path = self._routes.known(session.api_root) if session is not None else None
         notes = (*entry.notes, listroutes.V3_NOTE) if list_path == listroutes.V3 else entry.notes
+        # And the slug route, once a look-up there showed it is not the documented one (slugroutes).
+        slug_path = self._slug_routes.known(session.api_root) if self._slug_routes and session else None
+        if slug_path == slugroutes.V2:
+            notes = (*notes, slugroutes.V2_NOTE)
+        routes = (list_path or "", slug_path or "")
         if problem is None:
-            reported = ("True", reasons.LOGGED_IN, login_text, list_path or "")
+            reported = ("True", reasons.LOGGED_IN, login_text, *routes)
         else:
-            reported = ("False", problem.reason, login_text, list_path or "")
+            reported = ("False", problem.reason, login_text, *routes)
         previous = entry.reported
         if previous == reported:
             return

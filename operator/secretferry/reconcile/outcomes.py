@@ -42,6 +42,8 @@ def _service_reason(exc: service_errors.ServiceError) -> tuple[str, str]:
         return reasons.AUTH_FAILED, "login rejected"
     if isinstance(exc, service_errors.PermissionDenied):
         return reasons.FORBIDDEN, "permission denied"
+    if isinstance(exc, service_errors.FilterNotSupported):
+        return reasons.FILTER_NOT_SUPPORTED, "filter not supported by the service"
     if isinstance(exc, service_errors.NotFound):
         return reasons.SOURCE_NOT_FOUND, "not found"
     if isinstance(exc, service_errors.ValidationError):

@@ -37,6 +37,7 @@ FORBIDDEN: Final = "Forbidden"  # logged in, but the identity may not read this 
 SOURCE_NOT_FOUND: Final = "SourceNotFound"  # project / environment / path unknown
 SOURCE_EMPTY: Final = "SourceEmpty"  # a source lists nothing (or filters keep nothing); not allowEmpty
 SOURCE_TOO_DEEP: Final = "SourceTooDeep"  # a recursive listing reaches the service's depth limit
+FILTER_NOT_SUPPORTED: Final = "FilterNotSupported"  # the list route would drop a tag/metadata filter
 SERVICE_UNAVAILABLE: Final = "ServiceUnavailable"  # network error, 5xx, timeout
 RATE_LIMITED: Final = "RateLimited"  # 429
 

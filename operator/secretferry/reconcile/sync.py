@@ -21,6 +21,7 @@ from typing import Final
 from secretferry import backoff, metrics
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import (
+    collisions,
     conditions,
     drift,
     guards,
@@ -95,6 +96,7 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
 
     force, entry.force_pending = entry.force_pending, False
     fetched: list[desired_mod.FetchedSource] = []
+    collided: list[collisions.Collision] = []  # one key from several folders: shown in status
     for source, scope in zip(sync.spec.sources, scopes, strict=True):
         scope_state = deps.scopes.get(scope)
         fresh_after = scope_state.fresh_after if scope_state else None
@@ -119,7 +121,9 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
             entry.force_pending = entry.force_pending or force
             await deps.on_identity(identity, unusable)
             return await _failed(deps, entry, unusable), "identity"
-        fetched.append(to_fetched(got.secret_list, scope))
+        one, found = to_fetched(got.secret_list, scope)
+        fetched.append(one)
+        collided.extend(found)
     await deps.on_identity(identity, None)
 
     source_problem = guards.source_problem(sync, fetched)
@@ -157,7 +161,8 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
         entry,
         ok=True,
         reason=reasons.SYNCED,
-        message=f"{want.kind} {want.name} holds {len(keys)} keys from {len(scopes)} source(s)",
+        message=f"{want.kind} {want.name} holds {len(keys)} keys from {len(scopes)} source(s)"
+        + (f"; {collisions.describe(collided)}" if collided else ""),
         synced_keys=keys,
         data_hmac=want.data_hmac,
         target={"kind": want.kind, "name": want.name},
@@ -185,15 +190,19 @@ def scope_text(scope: scope_mod.Scope) -> str:
     return f"project {scope.project_id} environment {scope.environment} path {scope.path}"
 
 
-def to_fetched(secret_list: service_models.SecretList, scope: scope_mod.Scope) -> desired_mod.FetchedSource:
-    direct = {s.secret_key: s.secret_value for s in secret_list.secrets}
+def to_fetched(
+    secret_list: service_models.SecretList, scope: scope_mod.Scope
+) -> tuple[desired_mod.FetchedSource, list[collisions.Collision]]:
+    """What one source lists, and the keys its folders disagree on (``collisions``: the deepest
+    folder wins)."""
+    direct, found = collisions.direct(secret_list.secrets, root=scope.path)
     imported = [{s.secret_key: s.secret_value for s in group.secrets} for group in secret_list.imports]
     depth = 0
     if scope.recursive:
         depth = max(
             (guards.relative_depth(scope.path, s.secret_path) for s in secret_list.secrets), default=0
         )
-    return desired_mod.FetchedSource(direct=direct, imported=imported, depth=depth)
+    return desired_mod.FetchedSource(direct=direct, imported=imported, depth=depth), found
 
 
 async def _scopes(
@@ -208,6 +217,11 @@ async def _scopes(
         project_id = source.project_id
         if project_id is None:
             assert source.project_slug is not None
+            if source.project_slug in (".", ".."):  # a URL normalizer would send it to another route
+                raise problems.Problem(
+                    reasons.INVALID_SPEC,
+                    f"projectSlug {source.project_slug!r} is not a project slug; nothing was sent",
+                )
             project_id = await deps.slugs.resolve(identity_key, source.project_slug, session)
         result.append(
             scope_mod.Scope(

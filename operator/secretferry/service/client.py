@@ -121,6 +121,18 @@ class ServiceClient(privileges.PrivilegeEndpoints, admin.AdminEndpoints, secrets
         body = _unwrap_project(self._conn.json(response, endpoint=endpoint))
         return self._conn.validate(models.Project, body, endpoint=endpoint)
 
+    async def get_workspace_by_slug_v2(self, slug: str) -> models.Project:
+        """``GET /api/v2/workspace/{slug}``: where servers without the v1 slug route (self-hosted
+        2024-10) find a project by slug; the project comes bare. See ``slugroutes``."""
+        validation.non_empty(slug, field="slug")
+        endpoint = "GET /api/v2/workspace/{slug}"
+        token = self._required_token(endpoint)
+        response = await self._conn.send(
+            "GET", f"/api/v2/workspace/{wire.segment(slug)}", endpoint=endpoint, token=token
+        )
+        body = _unwrap_project(self._conn.json(response, endpoint=endpoint))
+        return self._conn.validate(models.Project, body, endpoint=endpoint)
+
     # --- secrets -------------------------------------------------------------------------------------
 
     async def list_secrets(

@@ -21,7 +21,8 @@ message text::
     │   └── RouteNotFound             404 from the web framework: this server has no such endpoint
     ├── Conflict                      409 (e.g. a secret of that name already exists)
     ├── ValidationError               400/422, or our own input checks (``field`` names the field)
-    │   └── PlanNotSupported          400 on subscribe: the plan lacks event subscriptions
+    │   ├── PlanNotSupported          400 on subscribe: the plan lacks event subscriptions
+    │   └── FilterNotSupported        the route answered without applying a filter we asked for
     └── ProtocolError                 wrong content type, unparseable or schema-violating body
 
 Messages name endpoints, status codes, request ids and field names; they never carry secret values
@@ -198,6 +199,12 @@ class ValidationError(ServiceError):
 
 class PlanNotSupported(ValidationError):
     """400 on subscribe: the organization's plan does not include event subscriptions."""
+
+
+class FilterNotSupported(ValidationError):
+    """The list route cannot apply a filter we asked for, and its answer does not carry what we need
+    to apply it ourselves (``listfilters``): refused, because the unfiltered answer would widen
+    what lands in a Secret. ``field`` names the filter (``metadataFilter`` or ``tagSlugs``)."""
 
 
 class ProtocolError(ServiceError):

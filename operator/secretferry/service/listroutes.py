@@ -15,10 +15,25 @@ again.
 
 A host is its API root (``https://host[/prefix]/api``): the same for every identity, token view
 and connection pool pointing there.
+
+One probe per host (single flight): while a host's route is unknown, the first list call probes it
+and every other call to that host waits for that probe's outcome instead of sending its own v4
+call (at start-up, 12 scopes on one old server used to send 12 v4 probes at once; against a rate
+limit of 40 secret reads a minute that is a third of the budget spent on 404s). When the probe
+taught the route, the waiters list through it. When it did not, what happens depends on why:
+the host did not answer at all, or answered 429 (its limit is per client IP, so ours, not the
+prober's) — the waiters fail with that error without calling, and the fetcher's per-scope backoff
+brings them back; any other answer (a 5xx, neither route) may be about the prober's own request,
+which another tenant's identity may have sent — each waiter then makes its own call (one at a time,
+still one probe in flight), so one SecretSync's request never decides another's outcome. The error
+a waiter inherits carries none of the prober's text (a Fastify 404 echoes the request's query,
+which names the prober's project and path).
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import logging
 
 from secretferry.service import client as service_client
@@ -37,6 +52,8 @@ class ListRoutes:
 
     def __init__(self) -> None:
         self._known: dict[str, str] = {}
+        # Host → the running probe's outcome: None once it answered (or was cancelled), else its error.
+        self._probes: dict[str, asyncio.Future[errors.ServiceError | None]] = {}
 
     def known(self, api_root: str) -> str | None:
         """The list path used on ``api_root`` once an answer from there showed it; ``None`` before."""
@@ -51,6 +68,14 @@ class ListRoutes:
     ) -> models.SecretList | models.NotModified:
         """List ``query`` through the host's route; on a host shown to lack v4, through v3."""
         host = client.api_root
+        while host not in self._known:
+            probe = self._probes.get(host)
+            if probe is None:
+                return await self._probe(host, client, query, etag=etag)
+            failed = await asyncio.shield(probe)
+            if host not in self._known and failed is not None and _shared(failed):
+                raise _inherited(host, failed)
+            # Learned, or nothing that holds for this call too: the next loop probes (or lists).
         if self._known.get(host) == V3:
             try:
                 return await client.list_secrets_v3(query, etag=etag)
@@ -59,6 +84,37 @@ class ListRoutes:
                 if self._known.pop(host, None) is not None:
                     logger.info("the service at %s has no v3 list any more; trying GET %s again", host, V4)
                 raise
+        return await self._v4_then_v3(host, client, query, etag=etag)
+
+    async def _probe(
+        self,
+        host: str,
+        client: service_client.ServiceClient,
+        query: models.ListSecretsQuery,
+        *,
+        etag: str | None,
+    ) -> models.SecretList | models.NotModified:
+        """The one call that finds out the route of ``host`` while the others wait (module docstring)."""
+        probe: asyncio.Future[errors.ServiceError | None] = asyncio.get_running_loop().create_future()
+        self._probes[host] = probe
+        failed: errors.ServiceError | None = None
+        try:
+            return await self._v4_then_v3(host, client, query, etag=etag)
+        except errors.ServiceError as exc:
+            failed = exc
+            raise
+        finally:
+            self._probes.pop(host, None)
+            probe.set_result(failed)
+
+    async def _v4_then_v3(
+        self,
+        host: str,
+        client: service_client.ServiceClient,
+        query: models.ListSecretsQuery,
+        *,
+        etag: str | None,
+    ) -> models.SecretList | models.NotModified:
         try:
             answer = await client.list_secrets(query, etag=etag)
         except errors.RouteNotFound:
@@ -96,3 +152,19 @@ class ListRoutes:
                 V4,
                 V3,
             )
+
+
+def _shared(failed: errors.ServiceError) -> bool:
+    """Whether the probe's failure holds for every call to the host: nobody answered, or a 429
+    (per client IP). A status code means an answer, which may be about the prober's request."""
+    if isinstance(failed, errors.RateLimited):
+        return True
+    return isinstance(failed, errors.Unavailable) and failed.status_code is None
+
+
+def _inherited(host: str, failed: errors.ServiceError) -> errors.ServiceError:
+    """The probe's error for a call that waited on it: same class and retry hint, none of its text."""
+    waiter = copy.copy(failed).with_traceback(None)  # keeps the class and its fields (retry_after)
+    message = f"GET {V4} at {host}: {type(failed).__name__} while probing the host's list route"
+    errors.ServiceError.__init__(waiter, message, status_code=failed.status_code)
+    return waiter

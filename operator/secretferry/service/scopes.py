@@ -7,6 +7,7 @@ metadata filters sorted, paths normalized) and carry the identity that reads the
 ``SlugCache`` resolves a project slug to its id once per (identity, slug): the list and stream
 endpoints want ids, resources may name slugs, and thousands of resources must not cost thousands
 of look-ups. A missing project (404) is remembered briefly so a typo does not hammer the service.
+Which route answers a slug on each host (v1, or v2 on older servers) is ``slugroutes``'s business.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable
 
-from secretferry.service import auth, errors, models
+from secretferry.service import auth, errors, models, slugroutes
 
 
 def normalize_path(path: str | None) -> str:
@@ -105,7 +106,10 @@ class SlugCache:
         # creating the project is noticed within a reconcile or two.
         negative_ttl_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        routes: slugroutes.SlugRoutes | None = None,
     ) -> None:
+        """``routes`` is shared with the identity status, which shows a host's slug route."""
+        self.routes = routes if routes is not None else slugroutes.SlugRoutes()
         self._ttl = ttl_seconds
         self._negative_ttl = negative_ttl_seconds
         self._clock = clock
@@ -145,7 +149,7 @@ class SlugCache:
     async def _lookup(self, entry: _SlugEntry, slug: str, session: auth.AuthSession) -> str:
         self.lookups += 1
         try:
-            project = await session.call(lambda client: client.get_project_by_slug(slug))
+            project = await session.call(lambda client: self.routes.project(client, slug))
         except errors.NotFound as exc:
             entry.project_id, entry.not_found = None, exc
             entry.expires_at = self._clock() + self._negative_ttl

@@ -215,6 +215,10 @@ class StreamManager:
                 added, stream.members = members - stream.members, members
                 if stream.connected:
                     self._set_modes(added, STREAMING, "event stream connected")
+                else:  # joining a stream that waits out a failure: its members' mode is theirs too
+                    known = next((self._modes[m] for m in members - added if m in self._modes), None)
+                    if known is not None and known[0] == POLLING:
+                        self._set_modes(added, *known)
             reason = (
                 f"more than {self._max_streams} event streams would be needed for this identity and project"
             )
@@ -336,6 +340,9 @@ class StreamManager:
             return self._retry_after_refusal
         if isinstance(failure, errors.PermissionDenied):
             self._refused(stream, "the identity lacks the Secret Events permission for these paths")
+            return self._retry_after_refusal
+        if isinstance(failure, errors.RouteNotFound):  # a server older than the stream (2024-10)
+            self._refused(stream, "the server has no event stream (subscribe: route not found)")
             return self._retry_after_refusal
         if isinstance(failure, errors.ValidationError | errors.NotFound):
             self._refused(stream, f"the service refused the event subscription ({name})")

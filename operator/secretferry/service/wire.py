@@ -50,8 +50,19 @@ def api_root(base_url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
+# Path segments a URL normalizer (httpx's included) removes, changing the route: ``slug/..`` is
+# ``GET /api/v1/projects``. A name the user wrote must never pick the route it is sent to.
+_DOT_SEGMENTS = (".", "..")
+
+
 def segment(value: str) -> str:
-    """Quote one path segment (names may hold characters that are special in URLs)."""
+    """Quote one path segment (names may hold characters that are special in URLs); ``.`` and
+    ``..`` are refused, since no quoting keeps them in place."""
+    if value in _DOT_SEGMENTS:
+        raise errors.ValidationError(
+            f"{value!r} is not a name: as a URL path segment it would address another route",
+            field="name",
+        )
     return urllib.parse.quote(value, safe="")
 
 

@@ -374,3 +374,10 @@ def test_target_messages_reveal_neither_values_nor_foreign_keys() -> None:
 )
 def test_merge_admits(annotations: dict[str, str] | None, name: str, admitted: bool) -> None:
     assert guards.merge_admits(annotations, name) is admitted
+
+
+def test_an_empty_source_may_be_an_unknown_environment() -> None:
+    """Self-hosted 2024-10 lists an unknown environment as 200-empty, not 404 (issue 21)."""
+    problem = guards.source_problem(sync(sources=TWO), [Fetched({"A": "1"}), Fetched({})])
+    assert problem is not None and problem.reason == reasons.SOURCE_EMPTY
+    assert "environment 'prod' does not exist" in problem.message

@@ -231,3 +231,40 @@ async def test_what_a_report_does_not_know_is_left_out_of_the_patch() -> None:
 
     ((_, written),) = _patched(kube)
     assert set(written) == {"conditions", "observedGeneration"}
+
+
+async def test_status_names_the_v2_slug_route_once_a_look_up_showed_it() -> None:
+    """Issue 21: a host without ``/api/v1/projects/slug`` is shown, like the v3 list, in the
+    status of every identity on it — and the report changes (one patch) when it is learned."""
+
+    def old_server(request: httpx.Request) -> httpx.Response:
+        if request.url.path.startswith("/api/v1/projects/slug/"):
+            message = f"Route GET:{request.url.raw_path.decode()} not found"
+            return httpx.Response(404, json={"message": message, "error": "Not Found", "statusCode": 404})
+        return httpx.Response(200, json={"id": "p-1", "slug": "proj"})
+
+    kube = FakeKube()
+    slugs = scopes.SlugCache()
+    registry = ident_mod.IdentityRegistry(
+        kube=kube.port(), settings=settings_mod.Settings(default_host_api=HOST)
+    )
+    status = identity_status.IdentityStatus(
+        kube=kube.port(),
+        identities=registry,
+        routes=listroutes.ListRoutes(),
+        slug_routes=slugs.routes,
+        background=tasks.Tasks(),
+    )
+    entry = registry.upsert(ident_mod.MACHINE, _identity_body())
+    async with client.ServiceClient(HOST, transport=httpx.MockTransport(old_server)) as api:
+        entry.session = auth.AuthSession(api, auth.StaticTokenCredentials("t"))
+        await status.report(entry, None)
+        assert await slugs.resolve(ident_mod.key_str(entry.key), "proj", entry.session) == "p-1"
+        await status.report(entry, None)
+        await status.report(entry, None)
+    first, second = (written["conditions"][0]["message"] for _, written in _patched(kube))
+    assert first == "login works"
+    assert second == (
+        "login works; project slugs via GET /api/v2/workspace/{slug} "
+        "(the server has no GET /api/v1/projects/slug/{slug})"
+    )

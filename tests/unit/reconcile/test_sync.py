@@ -91,6 +91,7 @@ class FakeList:
     def __init__(self) -> None:
         self.secrets = dict(VALUES)
         self.failing: tuple[int, str, dict[str, str]] | None = None
+        self.listed: list[dict[str, Any]] | None = None  # the answer's secrets as given, paths and all
         self.calls = 0
 
     async def handler(self, request: httpx.Request) -> httpx.Response:
@@ -103,7 +104,7 @@ class FakeList:
             body = {"reqId": "req-1", "statusCode": status, "message": "it failed", "error": error}
             return httpx.Response(status, json=body, headers=headers)
         listed = [{"secretKey": k, "secretValue": v} for k, v in self.secrets.items()]
-        return httpx.Response(200, json={"secrets": listed, "imports": []})
+        return httpx.Response(200, json={"secrets": self.listed or listed, "imports": []})
 
 
 def identity_body(
@@ -296,6 +297,46 @@ async def test_a_first_pass_creates_the_secret_and_reports_the_key_names(world: 
     assert status["target"] == {"kind": "Secret", "name": NAME}
     assert world.events() == []  # a first success shows in status; no Event
     assert world.identity_reports == [None]  # the identity's login worked
+
+
+@pytest.mark.parametrize("deep_first", [True, False])
+async def test_a_key_from_two_folders_of_a_recursive_source_is_the_deepest_and_is_shown(
+    world: World, deep_first: bool
+) -> None:
+    """Issue 21: the key that came last used to win, silently; now the deepest folder, whatever
+    the order of the answer, and the status message names the key and its folders."""
+    top = {"secretKey": "DB_USER", "secretValue": VALUES["DB_USER"], "secretPath": "/app"}
+    deep = {"secretKey": "DB_USER", "secretValue": CHANGED_VALUE, "secretPath": "/app/prod"}
+    other = {"secretKey": "DB_PASS", "secretValue": VALUES["DB_PASS"], "secretPath": "/app"}
+    world.service.listed = [deep, top, other] if deep_first else [top, deep, other]
+    body = sync_body()
+    body["spec"]["sources"] = [{"projectId": "p-1", "environment": "dev", "path": "/app", "recursive": True}]
+
+    assert await world.run(body) is None
+
+    assert world.apiserver.secret_data(NAMESPACE, NAME) == {
+        "DB_USER": CHANGED_VALUE,
+        "DB_PASS": VALUES["DB_PASS"],
+    }
+    ready = world.ready()
+    assert ready["reason"] == reasons.SYNCED
+    assert ready["message"].endswith(
+        "; keys listed from several folders, the deepest synced:"
+        " DB_USER in /app/prod, /app (/app/prod synced)"
+    )
+
+
+@pytest.mark.parametrize("slug", [".", ".."])
+async def test_a_dot_segment_slug_is_never_sent(world: World, slug: str) -> None:
+    """``slug/..`` would be normalized to ``GET /api/v1/projects``: a route the user picked,
+    whose 404 could switch the host's slug route for every identity on it."""
+    body = sync_body()
+    body["spec"]["sources"] = [{"projectSlug": slug, "environment": "dev"}]
+
+    await world.run(body)
+
+    assert world.ready()["reason"] == reasons.INVALID_SPEC
+    assert world.service.calls == 0 and world.deps.slugs.lookups == 0
 
 
 async def test_a_second_identical_pass_writes_nothing_and_patches_nothing(world: World) -> None:

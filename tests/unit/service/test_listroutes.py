@@ -83,7 +83,11 @@ async def open_session() -> AsyncIterator[Callable[[str, Server], auth.AuthSessi
     clients: list[client.ServiceClient] = []
 
     def make(host: str, server: Server) -> auth.AuthSession:
-        api = client.ServiceClient(host, transport=httpx.MockTransport(server.handler))
+        async def answer(request: httpx.Request) -> httpx.Response:
+            await asyncio.sleep(0)  # a call takes a turn of the loop, as on a network: others run
+            return server.handler(request)
+
+        api = client.ServiceClient(host, transport=httpx.MockTransport(answer))
         clients.append(api)
         return auth.AuthSession(api, auth.StaticTokenCredentials(f"token-{len(clients)}"))
 
@@ -255,3 +259,72 @@ async def test_a_host_that_loses_its_v3_route_is_asked_v4_again(
     result = await fetch.fetch(SCOPE, session, force=True)
     assert server.paths()[-1] == "/api/v4/secrets" and not result.changed
     assert fetch.routes.known(OLD + "/api") == listroutes.V4
+
+
+async def test_concurrent_first_calls_send_one_v4_probe_per_host(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    """Issue 21: 12 scopes at start-up sent 12 v4 probes to one old server; now one, then v3."""
+    old, new = Server(v4=route_missing), Server()
+    at_old = [open_session(OLD, old) for _ in range(3)]
+    at_new = open_session(NEW, new)
+    many = [scopes.Scope(f"ns/{n}", "p", "dev", f"/{n}") for n in range(12)]
+    await asyncio.gather(
+        *(fetch.fetch(scope, at_old[n % 3]) for n, scope in enumerate(many)),
+        *(fetch.fetch(scopes.Scope("ns/x", "p", "dev", f"/x{n}"), at_new) for n in range(3)),
+    )
+    assert old.paths().count("/api/v4/secrets") == 1
+    assert old.paths().count("/api/v3/secrets/raw") == 12
+    assert new.paths() == ["/api/v4/secrets"] * 3  # a host of its own: probed on its own
+
+
+async def test_waiters_of_a_probe_the_host_did_not_answer_fail_without_calling(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    def unreachable(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    alone, crowd = Server(v4=unreachable), Server(v4=unreachable)
+    await asyncio.gather(
+        fetch.fetch(scopes.Scope("ns/0", "p", "dev", "/"), open_session(OLD, alone)), return_exceptions=True
+    )
+    session = open_session(NEW, crowd)
+    many = [scopes.Scope(f"ns/{n}", "p", "dev", f"/{n}") for n in range(6)]
+    results = await asyncio.gather(*(fetch.fetch(scope, session) for scope in many), return_exceptions=True)
+    assert all(isinstance(r, errors.Unavailable) for r in results)
+    # Six scopes cost what one costs (the client's own retries of that one call included).
+    assert crowd.paths() == alone.paths() and "/api/v3/secrets/raw" not in crowd.paths()
+    assert fetch.routes.known(NEW + "/api") is None
+
+
+async def test_waiters_of_a_rate_limited_probe_get_its_retry_after(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    def limited(request: httpx.Request) -> httpx.Response:
+        body = {"statusCode": 429, "message": "Rate limit exceeded", "error": "RateLimitExceeded"}
+        return httpx.Response(429, json=body, headers={"retry-after": "42"})
+
+    server = Server(v4=limited)
+    session = open_session(OLD, server)
+    many = [scopes.Scope(f"ns/{n}", "p", "dev", f"/{n}") for n in range(4)]
+    results = await asyncio.gather(*(fetch.fetch(scope, session) for scope in many), return_exceptions=True)
+    assert all(isinstance(r, errors.RateLimited) and r.retry_after == 42 for r in results)
+    assert server.paths().count("/api/v4/secrets") == 1
+
+
+async def test_a_probe_answer_about_its_own_request_is_not_handed_to_others(
+    fetch: fetcher.ScopeFetcher, open_session: Callable[[str, Server], auth.AuthSession]
+) -> None:
+    """A host with neither route (or a 5xx): the answer may be about the prober's request (a
+    Fastify 404 even echoes its query, naming its project and path), which may be another
+    tenant's. Each waiter then asks for itself, one probe at a time, and sees only its own text."""
+    server = Server(v4=route_missing, v3=route_missing)
+    mine, theirs = open_session(OLD, server), open_session(OLD, server)
+    a = scopes.Scope("tenant-a/id", "p-a", "dev", "/a-private")
+    b = scopes.Scope("tenant-b/id", "p-b", "dev", "/b-private")
+    got_a, got_b = await asyncio.gather(fetch.fetch(a, mine), fetch.fetch(b, theirs), return_exceptions=True)
+    assert isinstance(got_a, errors.RouteNotFound) and isinstance(got_b, errors.RouteNotFound)
+    assert "a-private" in str(got_a) and "b-private" not in str(got_a)
+    assert "b-private" in str(got_b) and "a-private" not in str(got_b)
+    assert server.paths() == ["/api/v4/secrets", "/api/v3/secrets/raw"] * 2
+    assert fetch.routes.known(OLD + "/api") is None

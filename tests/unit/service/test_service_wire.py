@@ -34,6 +34,10 @@ def test_api_root_refuses_non_http_urls(base_url: str) -> None:
 
 def test_segment_quotes_everything_special() -> None:
     assert wire.segment("A/B C?%") == "A%2FB%20C%3F%25"
+    assert wire.segment("a..b") == "a..b"
+    for dots in (".", ".."):  # httpx would drop them from the path: slug/.. is GET /api/v1/projects
+        with pytest.raises(errors.ValidationError):
+            wire.segment(dots)
 
 
 def test_list_params_send_every_boolean_and_both_import_spellings() -> None:

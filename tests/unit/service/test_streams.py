@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import pytest
@@ -227,6 +228,8 @@ async def test_a_lone_event_does_not_wait_for_the_debounce_window(
     [
         errors.PlanNotSupported("plan", status_code=400),
         errors.PermissionDenied("no Secret Events", details=[{"x": 1}]),
+        # A server older than the stream (self-hosted 2024-10): the subscribe route is Fastify's 404.
+        errors.RouteNotFound("Route POST:/api/v1/events/subscribe/project-events not found", status_code=404),
     ],
 )
 async def test_refusal_switches_to_polling_and_waits(
@@ -235,6 +238,8 @@ async def test_refusal_switches_to_polling_and_waits(
     service.refusals = [refusal]
     await manager.update("id", "p-1", {A})
     await until(lambda: rec.mode_of(A) == "Polling")
+    if isinstance(refusal, errors.RouteNotFound):
+        assert rec.modes[-1][2] == "the server has no event stream (subscribe: route not found)"
     await asyncio.sleep(59.9)
     assert service.attempts == 1  # retried only after retry_after_refusal_seconds
     assert rec.resyncs == []
@@ -464,3 +469,18 @@ async def test_an_event_nudges_only_the_scopes_of_its_own_stream(
         conn.send(change)
     await asyncio.sleep(1)
     assert rec.reasons("event") == [frozenset({S("e00", "/svc1")})]
+
+
+async def test_a_scope_joining_a_refused_stream_is_polling_too(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    """Issue 21: on a server without the event route, a SecretSync whose scope joined the stream
+    after it was refused (same registrations: only a filter differs) never showed updateMode."""
+    service.refusals = [errors.RouteNotFound("Route POST:/x not found", status_code=404)]
+    await manager.update("id", "p-1", {A})
+    await until(lambda: rec.mode_of(A) == "Polling")
+    filtered = dataclasses.replace(A, tag_slugs=("db",))
+    await manager.update("id", "p-1", {A, filtered})
+    assert service.attempts == 1  # same registrations: the waiting stream serves it, no reconnect
+    assert rec.mode_of(filtered) == "Polling"
+    assert rec.modes[-1][1:] == ("Polling", "the server has no event stream (subscribe: route not found)")
