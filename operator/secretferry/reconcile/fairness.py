@@ -12,12 +12,15 @@
 ``Shares`` and ``RoundRobin``, for the reconcile queue (scheduler.py), follow the same two ideas:
 
 - **No namespace starts more than its share of the in-flight reconciles**: the worker count
-  divided by the namespaces that have work queued, rounded up, at least one. Why this and not a
-  fixed fraction: one namespace alone — the usual namespaced install, and every start-up storm —
-  still uses every worker, and the moment a second namespace queues work it is owed half of them.
-  Rounded up so that the shares cover every worker: none idles while a namespace under its share
-  has work queued. A namespace over its share (it started more while it was alone) starts
-  nothing until it is under again; what it started finishes (nothing is preempted).
+  divided by the namespaces that have work of that priority queued (live work: those with live
+  work; the backlog: all with work), rounded up, at least one. Why this and not a fixed fraction:
+  one namespace alone — the usual namespaced install, and every start-up storm — still uses every
+  worker, and the moment a second namespace queues work it is owed half of them. Rounded up so
+  that the shares cover every worker: none idles while a namespace under its share has work
+  queued. Counted per priority so that a thousand namespaces' resync backlog does not shrink the
+  share of the one namespace whose live burst goes ahead of it anyway. A namespace over its share
+  (it started more while it had less competition) starts nothing until it is under again; what
+  it started finishes (nothing is preempted).
 - **Within a priority, namespaces take turns** (FIFO within one namespace): the one key of a
   quiet namespace waits for one key of each other namespace, not for a busy one's thousands.
 """
@@ -120,13 +123,14 @@ class Shares:
         self.in_flight: collections.Counter[str] = collections.Counter()
         """Jobs started and not finished: running, or off their slot waiting (scheduler.py)."""
 
-    def share(self) -> int:
-        """The most jobs one namespace may have in flight now (see the module docstring)."""
-        contending = max(1, len(self._queued))
+    def share(self, *, live: bool) -> int:
+        """The most jobs one namespace may have in flight to start one of this priority (see the
+        module docstring)."""
+        contending = max(1, len(self._live_queued if live else self._queued))
         return max(1, -(-self.workers // contending))  # ceil: the shares cover every worker
 
-    def may_start(self, tenant: str) -> bool:
-        return self.in_flight[tenant] < self.share()
+    def may_start(self, tenant: str, *, live: bool) -> bool:
+        return self.in_flight[tenant] < self.share(live=live)
 
     def queued(self, tenant: str, *, live: bool) -> None:
         _add(self._queued, tenant, 1)
@@ -150,10 +154,12 @@ class Shares:
         """A job ended, or no longer counts (it stepped aside: scheduler.py)."""
         _add(self.in_flight, tenant, -1)
 
-    def runnable_live(self) -> int:
-        """Queued live keys a free worker could start now: those of namespaces under their share
-        (a capped namespace's live keys wait whatever anyone does, so nobody waits for them)."""
-        return sum(n for tenant, n in self._live_queued.items() if self.may_start(tenant))
+    def runnable_live(self) -> bool:
+        """Whether a free worker could start queued live work now: a namespace under its share has
+        some (a capped namespace's live keys wait whatever anyone does, so nobody waits for them).
+        Stops at the first such namespace: usually the first one."""
+        share = self.share(live=True)
+        return any(self.in_flight[tenant] < share for tenant in self._live_queued)
 
 
 def _add(counter: collections.Counter[str], tenant: str, n: int) -> None:

@@ -183,7 +183,7 @@ class Scheduler(Generic[K]):
     def _live_changed(self) -> None:
         """Keep ``_live_done`` (what a job standing aside waits for) in step: set while no live
         work runs on a slot and none is queued that a worker could start."""
-        if self._live_active or (self._live_queued and self._shares.runnable_live()):
+        if self._live_active or self._shares.runnable_live():
             self._live_done.clear()
         else:
             self._live_done.set()
@@ -217,8 +217,8 @@ class Scheduler(Generic[K]):
         # Aside, a job no longer counts in its tenant's share: what is left is a status patch, and
         # the stand-in should be free to start the live work it waits for, its tenant's too.
         self._shares.finished(run.tenant)
-        others_live = self._shares.runnable_live() + self._live_active - (1 if run.live else 0)
-        if others_live <= 0:
+        others_active = self._live_active - (1 if run.live else 0)
+        if others_active <= 0 and not self._shares.runnable_live():
             self._shares.started(run.tenant)
             return
         run.aside = True
@@ -296,7 +296,7 @@ class Scheduler(Generic[K]):
                 break
             # Stale entries (forgotten, or promoted to live: the live entry is elsewhere) are skipped.
             key = q.pop(
-                may_take=self._shares.may_start,
+                may_take=self._may_start_live if is_live else self._may_start_backlog,
                 current=self._is_queued_live if is_live else self._is_queued_backlog,
             )
             if key is None:
@@ -310,6 +310,12 @@ class Scheduler(Generic[K]):
                 self._live_active += 1
             return key, is_live
         return None
+
+    def _may_start_live(self, tenant: str) -> bool:
+        return self._shares.may_start(tenant, live=True)
+
+    def _may_start_backlog(self, tenant: str) -> bool:
+        return self._shares.may_start(tenant, live=False)
 
     def _is_queued_live(self, key: K) -> bool:
         return self._queued.get(key) is True

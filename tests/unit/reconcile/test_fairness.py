@@ -113,25 +113,37 @@ def test_a_share_is_the_workers_over_the_namespaces_with_work_queued_rounded_up(
     shares = fairness.Shares(workers)
     for n in range(contending):
         shares.queued(f"ns{n}", live=False)
-    assert shares.share() == share
+    assert shares.share(live=False) == share
+    assert shares.share(live=True) == workers  # none of them has live work queued
+
+
+def test_the_live_share_counts_only_namespaces_with_live_work_queued() -> None:
+    shares = fairness.Shares(32)
+    for n in range(1000):  # a resync backlog over a thousand namespaces
+        shares.queued(f"ns{n}", live=False)
+    shares.queued("ns0", live=True)
+    assert shares.share(live=False) == 1
+    assert shares.share(live=True) == 32  # ns0's live burst may use every worker, as before
+    shares.queued("ns1", live=True)
+    assert shares.share(live=True) == 16
 
 
 def test_namespaces_with_only_work_in_flight_do_not_shrink_the_share() -> None:
     shares = fairness.Shares(8)
     shares.queued("a", live=True)
     shares.queued("b", live=True)
-    assert shares.share() == 4
+    assert shares.share(live=True) == 4
     shares.dequeued("b", live=True)
     shares.started("b")
-    assert shares.share() == 8  # b asks for nothing more
+    assert shares.share(live=True) == 8  # b asks for nothing more
     for _ in range(7):
         shares.started("a")
-    assert shares.may_start("a")
+    assert shares.may_start("a", live=True)
     shares.started("a")
-    assert not shares.may_start("a")
-    assert shares.runnable_live() == 0  # a's queued live key waits whatever a free worker does
+    assert not shares.may_start("a", live=True)
+    assert not shares.runnable_live()  # a's queued live key waits whatever a free worker does
     shares.finished("a")
-    assert shares.runnable_live() == 1
+    assert shares.runnable_live()
 
 
 def test_round_robin_takes_turns_skips_capped_tenants_and_drops_stale_keys() -> None:

@@ -236,3 +236,26 @@ async def test_stopping_while_jobs_wait_off_their_slot_ends_them() -> None:
     await asyncio.sleep(0.5)
     await asyncio.wait_for(s.stop(), timeout=1.0)
     assert w.finished == {}
+
+
+async def test_a_live_burst_is_not_held_to_a_share_by_other_namespaces_backlog() -> None:
+    """Live work goes ahead of the backlog (the scheduler's first rule): a thousand namespaces'
+    resync backlog does not cut one namespace's live burst down to one worker."""
+    in_flight: Counter[str] = Counter()
+    gate = asyncio.Event()
+
+    async def work(key: str) -> None:
+        in_flight[namespace(key)] += 1
+        async with s.off_slot():
+            await gate.wait()
+
+    s: Scheduler[str] = Scheduler(work, workers=4, tenant=namespace)
+    for n in range(1000):
+        s.enqueue(f"ns{n}/resync", live=False)
+    s.start(backlog=False)
+    for n in range(8):
+        s.enqueue(f"hot/k{n}", live=True)
+    await asyncio.sleep(0.1)
+    assert in_flight == {"hot": 4}  # every worker's worth, not 1 of 1001 shares
+    gate.set()
+    await s.stop()
