@@ -257,7 +257,7 @@ def test_bombs_reapplied_with_a_new_nonce_leave_a_template_free_canary_elsewhere
     )
 
     assert reapplier.errors == []
-    assert rounds >= 3  # the attack went on while the canary changed
+    assert rounds >= 2  # every bomb was edited since its last render, twice over
     message = first["message"]
     assert "CPU time limit of 1 s" in message or "time limit of 5 s (wall clock)" in message, message
     canary = harness.ready(control_plane, canary_namespace, "canary")
