@@ -101,6 +101,8 @@ bench-full: setup control-plane node-deps
 	$(BIN)/python bench/bench_node.py --changes 20 --failover
 	$(BIN)/python bench/bench_template_bomb.py
 	$(BIN)/python bench/bench_template_bomb.py --gap 1.5
+	$(BIN)/python bench/bench_template_bomb.py --bombs 0 --reapply-bombs 40
+	$(BIN)/python bench/bench_template_bomb.py --bombs 0 --reapply-bombs 200
 	$(BIN)/python bench/bench_outage.py
 	$(BIN)/python bench/bench_outage.py --expire-tokens
 	$(BIN)/python bench/bench_outage.py --mode stop

@@ -104,7 +104,9 @@ class Settings(BaseSettings):
         ge=1,
         description="SecretSync reconciles that run at once (a count). The bound keeps a start-up or resync"
         " of thousands of SecretSyncs to this many requests in flight at the apiserver and the service;"
-        " live changes are queued ahead of that backlog, so they do not wait for it.",
+        " live changes are queued ahead of that backlog, so they do not wait for it. No namespace starts"
+        " more than its share (this count divided by the namespaces with work queued, rounded up), and a"
+        " SecretSync waiting for a template worker holds none of them.",
     )
     streaming_refresh_interval_seconds: float = Field(
         3600.0,

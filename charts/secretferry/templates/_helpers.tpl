@@ -68,6 +68,9 @@ app.kubernetes.io/part-of: secretferry
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail "replicaCount > 1 needs leaderElection.enabled=true: without a leader Lease every replica would reconcile" -}}
 {{- end -}}
+{{- if and .Values.quota.enabled (not .Values.scope.namespaces) -}}
+{{- fail "quota.enabled needs scope.namespaces: the ResourceQuota is rendered into each served namespace" -}}
+{{- end -}}
 {{- if and .Values.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "serviceMonitor.enabled needs metrics.enabled=true" -}}
 {{- end -}}

@@ -81,7 +81,7 @@ class Controller:
             enabled=settings.rollouts_enabled,
         )
         self.queue: scheduler.Scheduler[state.SyncKey] = scheduler.Scheduler(
-            self._work, workers=settings.workers
+            self._work, workers=settings.workers, tenant=_namespace
         )
         self.slugs = scope_mod.SlugCache()
         self.identity_status = identity_status.IdentityStatus(
@@ -150,6 +150,7 @@ class Controller:
             instance=instance,
             clock=clock,
             step_aside=lambda: self.queue.step_aside(max_wait_seconds=_STEP_ASIDE_MAX_SECONDS),
+            off_slot=self.queue.off_slot,
         )
 
     # --- lifecycle (handlers/operator.py: at once, or once this replica leads) -----------------
@@ -199,3 +200,8 @@ class Controller:
                 metrics.forget_sync(key)
         if delay is not None and key in self.syncs:
             self.queue.enqueue_after(key, delay)
+
+
+def _namespace(key: state.SyncKey) -> str:
+    """The queue's tenant: no namespace takes more than its share of the workers (fairness.py)."""
+    return key[0]

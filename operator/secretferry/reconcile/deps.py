@@ -8,6 +8,7 @@ here; the controller builds the one real instance and keeps it for the life of t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,3 +39,5 @@ class Deps:
     clock: Callable[[], float] = time.monotonic
     step_aside: Callable[[], Awaitable[None]] = lambda: asyncio.sleep(0)
     """Wait until the live work around this reconcile is done (``Scheduler.step_aside``)."""
+    off_slot: Callable[[], contextlib.AbstractAsyncContextManager[None]] = contextlib.nullcontext
+    """Wait without holding a reconcile slot, inside ``async with`` (``Scheduler.off_slot``)."""

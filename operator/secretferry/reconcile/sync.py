@@ -13,6 +13,7 @@ patch and its Event in sync_report.py, what the pass is given in deps.py.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -131,10 +132,15 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
         # Not retried on a timer of its own: the scope's resync and its events bring the next look.
         return await _failed(deps, entry, source_problem), "source"
 
+    template = sync.spec.target.template
+    # Waiting for a template worker (one namespace's bombs can keep its worker busy for minutes)
+    # holds no reconcile slot; without templates there is nothing to wait for (scheduler.py).
+    wait = deps.off_slot() if template is not None and template.data else contextlib.nullcontext()
     try:
-        want = await desired_mod.render_and_build(
-            sync, fetched, hmac_key=deps.hmac_key, renderer=renderpool.shared(deps.settings)
-        )
+        async with wait:
+            want = await desired_mod.render_and_build(
+                sync, fetched, hmac_key=deps.hmac_key, renderer=renderpool.shared(deps.settings)
+            )
     except problems.Problem as unrenderable:
         return await _failed(deps, entry, unrenderable), "render"
 

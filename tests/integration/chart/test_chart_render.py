@@ -166,6 +166,22 @@ def test_namespaced_rbac(render: Render) -> None:
     assert bindings == set(roles)
 
 
+def test_quota_on_our_kinds_in_each_served_namespace(render: Render) -> None:
+    quotas = by_kind(render(CI / "namespaced-values.yaml"), "ResourceQuota")
+    assert sorted(q["metadata"]["namespace"] for q in quotas) == ["secretferry-ci-a", "secretferry-ci-b"]
+    for quota in quotas:
+        assert quota["metadata"]["name"] == "ci-secretferry-objects"
+        assert quota["spec"] == {
+            "hard": {
+                "count/secretsyncs.secretferry.io": "50",
+                "count/machineidentities.secretferry.io": "20",
+            }
+        }
+    assert by_kind(render(), "ResourceQuota") == []  # off by default
+    off = render(CI / "namespaced-values.yaml", set_values=["quota.enabled=false"])
+    assert by_kind(off, "ResourceQuota") == []
+
+
 def test_ha_has_leader_election_and_pdb(render: Render) -> None:
     docs = render(CI / "ha-values.yaml")
     assert one(docs, "Deployment")["spec"]["replicas"] == 3
@@ -278,6 +294,8 @@ def test_metrics_service(render: Render) -> None:
         (["scope.namespaces={Not_A_Namespace}"], "namespaces"),
         (["unknownKey=1"], "unknownKey"),
         (["serviceMonitor.enabled=true", "metrics.enabled=false"], "metrics.enabled"),
+        (["quota.enabled=true"], "quota.enabled needs scope.namespaces"),
+        (["quota.enabled=true", "scope.namespaces={a}", "quota.secretSyncs=-1"], "secretSyncs"),
     ],
 )
 def test_bad_values_are_refused(helm: Helm, set_values: list[str], message: str) -> None:

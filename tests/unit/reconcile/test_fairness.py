@@ -98,3 +98,66 @@ async def test_with_two_slots_one_tenant_leaves_one_free() -> None:
     assert not blocked.done()
     fair.release("nasty")
     await asyncio.wait_for(blocked, 1)
+
+
+# --- the reconcile queue's shares and turns (scheduler.py) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("workers", "contending", "share"),
+    [(32, 0, 32), (32, 1, 32), (32, 2, 16), (32, 3, 11), (32, 32, 1), (32, 1000, 1), (1, 5, 1)],
+)
+def test_a_share_is_the_workers_over_the_namespaces_with_work_queued_rounded_up(
+    workers: int, contending: int, share: int
+) -> None:
+    shares = fairness.Shares(workers)
+    for n in range(contending):
+        shares.queued(f"ns{n}", live=False)
+    assert shares.share(live=False) == share
+    assert shares.share(live=True) == workers  # none of them has live work queued
+
+
+def test_the_live_share_counts_only_namespaces_with_live_work_queued() -> None:
+    shares = fairness.Shares(32)
+    for n in range(1000):  # a resync backlog over a thousand namespaces
+        shares.queued(f"ns{n}", live=False)
+    shares.queued("ns0", live=True)
+    assert shares.share(live=False) == 1
+    assert shares.share(live=True) == 32  # ns0's live burst may use every worker, as before
+    shares.queued("ns1", live=True)
+    assert shares.share(live=True) == 16
+
+
+def test_namespaces_with_only_work_in_flight_do_not_shrink_the_share() -> None:
+    shares = fairness.Shares(8)
+    shares.queued("a", live=True)
+    shares.queued("b", live=True)
+    assert shares.share(live=True) == 4
+    shares.dequeued("b", live=True)
+    shares.started("b")
+    assert shares.share(live=True) == 8  # b asks for nothing more
+    for _ in range(7):
+        shares.started("a")
+    assert shares.may_start("a", live=True)
+    shares.started("a")
+    assert not shares.may_start("a", live=True)
+    assert not shares.runnable_live()  # a's queued live key waits whatever a free worker does
+    shares.finished("a")
+    assert shares.runnable_live()
+
+
+def test_round_robin_takes_turns_skips_capped_tenants_and_drops_stale_keys() -> None:
+    rr: fairness.RoundRobin[str] = fairness.RoundRobin()
+    for key in ["a1", "a2", "a3", "b1", "b2", "c1"]:
+        rr.append(key[0], key)
+    stale = {"a2"}
+    capped = {"c"}
+
+    def pop() -> str | None:
+        return rr.pop(may_take=lambda t: t not in capped, current=lambda k: k not in stale)
+
+    assert [pop(), pop(), pop(), pop()] == ["a1", "b1", "a3", "b2"]
+    assert pop() is None  # only c's key is left, and c is capped
+    capped.clear()
+    assert pop() == "c1"
+    assert pop() is None

@@ -11,6 +11,7 @@ for the host-health probe a 5xx starts). Entries are made the way the intake mak
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -203,6 +204,21 @@ class World:
         finally:
             entry.model = None
 
+    def record_off_slot(self) -> list[str]:
+        """Record when the pass leaves its reconcile slot (``deps.off_slot``) and comes back."""
+        seen: list[str] = []
+
+        @contextlib.asynccontextmanager
+        async def off_slot() -> AsyncIterator[None]:
+            seen.append("left")
+            try:
+                yield
+            finally:
+                seen.append("back")
+
+        self.deps.off_slot = off_slot
+        return seen
+
     def later(self) -> None:
         """Time passes: every scope is due for its resync (which marks it stale), backoffs end."""
         self.clock.now += LATER_SECONDS
@@ -280,6 +296,7 @@ async def synced(world: World) -> None:
 
 
 async def test_a_first_pass_creates_the_secret_and_reports_the_key_names(world: World) -> None:
+    off_slot = world.record_off_slot()
     delay = await world.run(sync_body())
 
     assert delay is None
@@ -297,6 +314,7 @@ async def test_a_first_pass_creates_the_secret_and_reports_the_key_names(world: 
     assert status["target"] == {"kind": "Secret", "name": NAME}
     assert world.events() == []  # a first success shows in status; no Event
     assert world.identity_reports == [None]  # the identity's login worked
+    assert off_slot == []  # no template, nothing to wait for: the pass keeps its slot
 
 
 @pytest.mark.parametrize("deep_first", [True, False])
@@ -603,10 +621,13 @@ async def test_a_template_with_an_undefined_variable_is_a_template_error_and_wri
 ) -> None:
     template = {"data": {"url": "postgres://{{ DB_USER }}:{{ DB_PASS }}@{{ NO_SUCH_SECRET }}/db"}}
     world.credentials(allow_templates="id")
+    off_slot = world.record_off_slot()
     try:
         delay = await world.run(sync_body(target={"template": template}))
     finally:
         await renderpool.shared(SETTINGS).close()
+
+    assert off_slot == ["left", "back"]  # the render was awaited without a reconcile slot
 
     ready = world.ready()
     assert (ready["status"], ready["reason"]) == ("False", reasons.TEMPLATE_ERROR)
