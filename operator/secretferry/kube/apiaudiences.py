@@ -10,7 +10,11 @@ How, without minting anything for a tenant:
 
 1. In a pod, the operator's own ServiceAccount token (mounted by the kubelet, requested without
    an audience) carries exactly the apiserver's audiences in its ``aud`` claim: read, no call.
-2. Otherwise (outside a cluster, or a legacy token without ``aud``), one TokenRequest without
+   The same holds outside a pod when the operator authenticates with a ServiceAccount token
+   (a kubeconfig with the chart ServiceAccount's token): such a token is read only when it is a
+   Kubernetes ServiceAccount JWT (its ``kubernetes.io`` claim), since an OIDC user's token carries
+   its client id in ``aud``, not the apiserver's audiences.
+2. Otherwise (a client certificate, or a legacy token without ``aud``), one TokenRequest without
    audiences for the ``default`` ServiceAccount of the operator's own namespace: the apiserver
    fills in its audiences in the answer's ``spec.audiences``. The token is dropped unused (it is
    the operator's own namespace's, never a tenant's, and never leaves this function).
@@ -50,6 +54,23 @@ def from_jwt(token: str) -> frozenset[str]:
     return frozenset(a for a in aud or () if isinstance(a, str) and a)
 
 
+def from_service_account_jwt(token: str | None) -> frozenset[str]:
+    """``from_jwt`` for a bound ServiceAccount token only (it carries a ``kubernetes.io`` claim);
+    empty for anything else, e.g. an OIDC id token, whose ``aud`` is its client id."""
+    if not token:
+        return frozenset()
+    parts = token.strip().split(".")
+    if len(parts) != 3:
+        return frozenset()
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return frozenset()
+    if not isinstance(claims, dict) or not isinstance(claims.get("kubernetes.io"), dict):
+        return frozenset()
+    return from_jwt(token)
+
+
 def from_own_token(path: Path | None = None) -> frozenset[str]:
     """The audiences of the pod's mounted ServiceAccount token; empty outside a pod."""
     path = path or incluster.SERVICE_ACCOUNT_DIR / incluster.TOKEN_FILE
@@ -77,4 +98,8 @@ async def from_token_request(kube: Kube, *, namespace: str) -> frozenset[str]:
 
 async def learn(kube: Kube, *, namespace: str, own_token: Path | None = None) -> frozenset[str]:
     """The apiserver's audiences (see the module docstring); raises ``errors.KubeError``."""
-    return from_own_token(own_token) or await from_token_request(kube, namespace=namespace)
+    return (
+        from_own_token(own_token)
+        or from_service_account_jwt(kube.bearer_token())
+        or await from_token_request(kube, namespace=namespace)
+    )

@@ -71,6 +71,15 @@ class Kube:
     def server(self) -> str:
         return self._server
 
+    def bearer_token(self) -> str | None:
+        """The bearer token the operator authenticates with right now, if it uses one (a pod's
+        ServiceAccount token, a kubeconfig token); None for client certificates and Basic auth.
+        Only for reading its own claims (``apiaudiences``); never logged or sent elsewhere."""
+        header = self._authorization()
+        if header is None or not header.startswith("Bearer "):
+            return None
+        return header.removeprefix("Bearer ")
+
     async def close(self) -> None:
         await self._session.close()
 

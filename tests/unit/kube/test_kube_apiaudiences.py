@@ -35,9 +35,13 @@ def test_from_jwt(token: str, expected: set[str]) -> None:
 
 
 class _Kube:
-    def __init__(self, answer: dict[str, Any]) -> None:
+    def __init__(self, answer: dict[str, Any], *, bearer: str | None = None) -> None:
         self.answer = answer
+        self.bearer = bearer
         self.calls: list[tuple[str, str, Any]] = []
+
+    def bearer_token(self) -> str | None:
+        return self.bearer
 
     async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         self.calls.append((method, path, kwargs.get("body")))
@@ -64,3 +68,29 @@ async def test_outside_a_pod_a_token_request_without_audiences_tells(tmp_path: P
 async def test_an_answer_without_audiences_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(errors.KubeError):
         await apiaudiences.learn(cast(Kube, _Kube({"spec": {}})), namespace="ops", own_token=tmp_path / "x")
+
+
+SA_CLAIMS = {"aud": [API], "kubernetes.io": {"namespace": "ops", "serviceaccount": {"name": "op"}}}
+
+
+async def test_a_service_account_token_in_a_kubeconfig_tells_without_a_call(tmp_path: Path) -> None:
+    """Outside a pod, authenticated as a ServiceAccount (the chart's, in a token kubeconfig): its
+    own ``aud`` are the apiserver's, and no TokenRequest (which its RBAC may not allow) is made."""
+    kube = _Kube({}, bearer=_jwt(SA_CLAIMS))
+    assert await apiaudiences.learn(cast(Kube, kube), namespace="ops", own_token=tmp_path / "none") == {API}
+    assert kube.calls == []
+
+
+@pytest.mark.parametrize(
+    "bearer",
+    [
+        _jwt({"aud": ["my-oidc-client"], "iss": "https://idp.example"}),  # an OIDC user: aud = client id
+        _jwt({"aud": [API]}),  # no kubernetes.io claim: not known to be a ServiceAccount token
+        "opaque-static-token",
+        None,  # a client certificate
+    ],
+)
+async def test_other_credentials_fall_back_to_a_token_request(tmp_path: Path, bearer: str | None) -> None:
+    kube = _Kube({"spec": {"audiences": [API]}}, bearer=bearer)
+    assert await apiaudiences.learn(cast(Kube, kube), namespace="ops", own_token=tmp_path / "none") == {API}
+    assert len(kube.calls) == 1

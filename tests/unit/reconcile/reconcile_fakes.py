@@ -36,6 +36,10 @@ class FakeKube:
         self.calls.append((method, path, kwargs))
         return await self._answer(method, path, kwargs)
 
+    def bearer_token(self) -> str | None:
+        """Authenticated as an admin with a client certificate: no token of its own to read."""
+        return None
+
     def port(self) -> kube_client.Kube:
         return cast(kube_client.Kube, self)
 
