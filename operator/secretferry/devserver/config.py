@@ -49,3 +49,8 @@ class DevServerConfig:
     """Initial fault-injection document (see ``faults.FaultSet``)."""
     clock: Callable[[], float] = field(default=time.time)
     """Wall clock in epoch seconds; injected by tests to expire tokens and lockouts."""
+    rate_limits: bool = False
+    """True: limit requests per client IP and route as a self-hosted server in production mode
+    (``ratelimit``: 40 secret reads, 60 other reads, 200 writes and logins a minute, 429 with
+    ``retry-after``); on in the ``selfhosted-2024-10`` profile, ``--rate-limits off`` for
+    benchmarks that say so."""

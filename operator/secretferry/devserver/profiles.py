@@ -18,6 +18,8 @@ PROFILES: Final[dict[str, dict[str, Any]]] = {
     "selfhosted-2024-10": {
         # No /api/v4/secrets routes: they came after this release.
         "v4_secrets": False,
+        # Production mode limits per client IP and route (devserver/ratelimit.py).
+        "rate_limits": True,
     },
 }
 
