@@ -26,6 +26,7 @@ from secretferry.reconcile import (
     problems,
     reasons,
     renderpool,
+    scheduler,
     state,
     sync_report,
     target_writes,
@@ -36,6 +37,7 @@ from secretferry.reconcile import identities as ident_mod
 from secretferry.service import auth
 from secretferry.service import errors as service_errors
 from secretferry.service import models as service_models
+from secretferry.service import pacing as service_pacing
 from secretferry.service import scopes as scope_mod
 
 log = logging.getLogger(__name__)
@@ -92,7 +94,10 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
         scope_state = deps.scopes.get(scope)
         fresh_after = scope_state.fresh_after if scope_state else None
         try:
-            got = await deps.fetcher.fetch(scope, session, not_older_than=fresh_after, force=force)
+            # Under a rate limit, a new or changed SecretSync's list call goes before the backlog's.
+            level = service_pacing.LIVE if scheduler.running_live() else service_pacing.ROUTINE
+            with service_pacing.priority(level):
+                got = await deps.fetcher.fetch(scope, session, not_older_than=fresh_after, force=force)
         except service_errors.ServiceError as exc:
             problem = outcomes.from_service_error(exc, scope_text=scope_text(scope))
             if source.project_slug is not None and _project_gone(exc):

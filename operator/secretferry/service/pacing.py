@@ -170,15 +170,15 @@ class HostPacer:
         reset = _int_header(headers, "x-ratelimit-reset")
         if status == 429:
             bucket.refused += 1
-            bucket.unlimited = False
-            wait = _int_header(headers, "retry-after")
-            wait_s = float(
-                wait if wait is not None else reset if reset is not None else DEFAULT_RETRY_AFTER_SECONDS
-            )
-            bucket.limit = limit if limit is not None else bucket.limit
-            bucket.remaining = 0
-            bucket.reset_at = max(bucket.reset_at or now, now + wait_s)
-            bucket.confirmed = True
+            if limit is not None:
+                # A rate-limit refusal (it names its limit): nothing more until its retry-after.
+                # A bare 429 (a stream cap, a proxy) is left to the caller's backoff.
+                wait = _int_header(headers, "retry-after")
+                wait = wait if wait is not None else reset
+                bucket.unlimited, bucket.limit, bucket.remaining = False, limit, 0
+                seconds = float(wait) if wait is not None else DEFAULT_RETRY_AFTER_SECONDS
+                bucket.reset_at = max(bucket.reset_at or now, now + seconds)
+                bucket.confirmed = True
         elif limit is None or remaining is None:
             if bucket.limit is None:
                 bucket.unlimited = True  # this route is not limited here

@@ -32,13 +32,14 @@ from secretferry.reconcile import (
     reasons,
     renderpool,
     rollouts,
+    scheduler,
     state,
     sync,
     sync_intake,
 )
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import identities as ident_mod
-from secretferry.service import auth, client, fetcher, scopes
+from secretferry.service import auth, client, fetcher, pacing, scopes
 
 pytestmark = pytest.mark.looptime
 
@@ -87,12 +88,14 @@ class FakeList:
         self.secrets = dict(VALUES)
         self.failing: tuple[int, str, dict[str, str]] | None = None
         self.calls = 0
+        self.priorities: list[int] = []  # the pacer's priority each list call was sent at
 
     async def handler(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/api/status":  # the host-health probe a 5xx starts
             return httpx.Response(200, json={"message": "Ok"})
         assert request.url.path == "/api/v4/secrets"
         self.calls += 1
+        self.priorities.append(pacing.current_priority())
         if self.failing is not None:
             status, error, headers = self.failing
             body = {"reqId": "req-1", "statusCode": status, "message": "it failed", "error": error}
@@ -607,3 +610,25 @@ async def test_an_apiserver_failure_while_checking_allowed_namespaces_is_reporte
 
     assert world.ready()["status"] == "False"
     assert delay is not None and delay > 0
+
+
+# --- pacing (issue 21) -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("live", "level"), [(True, pacing.LIVE), (False, pacing.ROUTINE)])
+async def test_the_list_call_waits_at_the_priority_of_the_scheduler_job(
+    world: World, live: bool, level: int
+) -> None:
+    done: list[float | None] = []
+
+    async def job(key: str) -> None:
+        done.append(await world.run(sync_body()))
+
+    queue: scheduler.Scheduler[str] = scheduler.Scheduler(job, workers=1)
+    queue.enqueue("app", live=live)
+    queue.start()
+    try:
+        await queue.idle()
+    finally:
+        await queue.stop()
+    assert done == [None] and world.service.priorities == [level]
