@@ -157,6 +157,7 @@ class Connection:
             all_headers["Authorization"] = f"Bearer {token}"
         if not probe:  # the status probe is on the server's allow list: never limited
             await self.pacer.acquire(endpoint)
+            pacing.sending()
         try:
             response = await self._http.request(
                 method,

@@ -23,12 +23,13 @@ import collections
 import copy
 import dataclasses
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
 
 from secretferry import backoff, logfields
-from secretferry.service import auth, errors, listroutes, models, scopes
+from secretferry.service import auth, errors, listroutes, models, pacing, scopes
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,9 @@ class ScopeFetcher:
         # A task of its own: a cancelled caller must not cancel the call the others wait for.
         task = asyncio.create_task(self._call(scope, entry, session, started=started, force=force))
         task.add_done_callback(_retrieve)
-        entry.flight = _Flight(started_at=started, task=task)
+        # Not sent yet: under a rate limit it may wait minutes for budget (``pacing``), and what
+        # it will answer is newer than any change until then, so joiners take it as fresh.
+        entry.flight = _Flight(started_at=math.inf, task=task)
         return entry.flight
 
     async def _call(
@@ -182,8 +185,17 @@ class ScopeFetcher:
         etag = previous.etag if previous is not None and not force else None
         query = scope.to_query()
         self.calls += 1
+        flight = entry.flight
+
+        def sent() -> None:  # dated by the send (after any wait for rate-limit budget)
+            nonlocal started
+            started = self._clock()
+            if flight is not None:
+                flight.started_at = started
+
         try:
-            answer = await session.call(lambda client: self.routes.list(client, query, etag=etag))
+            with pacing.on_send(sent):
+                answer = await session.call(lambda client: self.routes.list(client, query, etag=etag))
         except errors.ServiceError as exc:
             self._failed(scope, entry, exc, endpoint=self._endpoint(session))
             raise

@@ -69,6 +69,28 @@ def current_priority() -> int:
     return _PRIORITY.get()
 
 
+_ON_SEND: ContextVar[Callable[[], None] | None] = ContextVar("secretferry_pacing_on_send", default=None)
+
+
+@contextlib.contextmanager
+def on_send(callback: Callable[[], None]) -> Iterator[None]:
+    """Call ``callback`` when a call made in this block leaves (after any wait for budget): a
+    caller that dates its answer (the fetcher's freshness) must date it by the send, not by
+    the start of a wait that may last minutes."""
+    token = _ON_SEND.set(callback)
+    try:
+        yield
+    finally:
+        _ON_SEND.reset(token)
+
+
+def sending() -> None:
+    """The connection sends a call now (``on_send``)."""
+    callback = _ON_SEND.get()
+    if callback is not None:
+        callback()
+
+
 def _int_header(headers: Mapping[str, str], name: str) -> int | None:
     value = headers.get(name)
     if value is None:
