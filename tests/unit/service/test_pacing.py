@@ -223,3 +223,31 @@ async def test_the_metric_shows_the_remaining_budget_per_host_and_route() -> Non
     labels = {"host": "http://metric.test/api", "route": LIST}
     assert REGISTRY.get_sample_value("secretferry_service_rate_limit_remaining", labels) == 38.0
     assert REGISTRY.get_sample_value("secretferry_service_rate_limit", labels) == 40.0
+
+
+async def test_a_list_call_waiting_for_budget_is_fresh_for_later_readers() -> None:
+    """A resync that comes due while the scope's call waits for budget joins that call: its
+    answer is dated by the send, after the wait, not by the start of the wait."""
+    loop = asyncio.get_running_loop()
+    epoch = 1_767_225_600.0 - loop.time()
+    app = create_app(
+        DevServerConfig(
+            seed=SEED,
+            admin_token="unused",
+            v4_secrets=False,
+            rate_limits=True,
+            clock=lambda: epoch + loop.time(),
+        )
+    )
+    async with client.ServiceClient("http://old.test", transport=httpx.ASGITransport(app=app)) as api:
+        session = auth.AuthSession(api, auth.StaticTokenCredentials(TOKEN))
+        fetch = fetcher.ScopeFetcher(clock=loop.time)
+        scope = [scopes.Scope("ns/reader", PROJECT, "dev", f"/s{i}") for i in range(41)]
+        await asyncio.gather(*(fetch.fetch(s, session) for s in scope[:40]))  # the window is spent
+        calls = fetch.calls
+        first = asyncio.create_task(fetch.fetch(scope[40], session))
+        await asyncio.sleep(10)
+        due = loop.time()  # the scope's resync comes due while its call waits for the next window
+        again = await fetch.fetch(scope[40], session, not_older_than=due)
+        assert (await first) is again and again.fetched_at >= loop.time() - 1 > due
+    assert fetch.calls == calls + 1
