@@ -7,7 +7,8 @@ For each (N SecretSyncs, S scopes), on a fresh control plane and a dev server st
 1. **Cold start**: N SecretSyncs (scope i % S, ``refreshInterval`` ``--refresh``) are created before
    the operator starts; time until all N are Ready, the 429s the server answered, the list calls
    and the most list calls in any 60 s (against the limit of 40).
-2. **Resync wave**: the operator keeps running for ``--window`` s after all are Ready; every scope
+2. **Resync wave** (no event stream: the dev server runs with ``--no-events-plan``, so every scope
+   polls): the operator keeps running for ``--window`` s after all are Ready; every scope
    comes due every ``--refresh``, so at S > 40 per minute the operator must spread the wave over
    several windows. Counted: list calls, 429s, the most lists in any 60 s, SecretSyncs not Ready at
    the end. ``--new-after`` s into the window a new SecretSync on a scope nobody reads yet is
@@ -122,7 +123,9 @@ async def run_case(n: int, s: int, args: argparse.Namespace, run: RunInfo) -> di
     secrets = [
         {"environment": "dev", "path": scope_path(j), "key": "KEY", "value": f"v-{j}"} for j in range(s + 1)
     ]
-    devserver_args = ["--profile", args.profile]
+    # That generation had no event stream: without one every scope polls at its refreshInterval,
+    # which is what makes the resync wave (harmless once the profile drops the route itself).
+    devserver_args = ["--profile", args.profile, "--no-events-plan"]
     if args.rate_limits:
         devserver_args += ["--rate-limits", args.rate_limits]
     r: dict[str, Any] = {"N": n, "S": s}
