@@ -88,6 +88,12 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     if added or removed:
         deps.on_scopes_changed(added, removed)
 
+    if not scheduler.running_live() and not entry.force_pending:
+        # Routine work that would wait for rate-limit budget gives its worker back and comes back
+        # at the window's reset (as backlog): a worker waiting there is one live work cannot use.
+        paced = _paced_wait(deps, session, scopes)
+        if paced > 0:
+            return paced, "paced"
     force, entry.force_pending = entry.force_pending, False
     fetched: list[desired_mod.FetchedSource] = []
     for source, scope in zip(sync.spec.sources, scopes, strict=True):
@@ -233,6 +239,16 @@ def _update_mode(
     if any(st is None or not st.mode for st in states):
         return None
     return reasons.STREAMING, "event stream connected"
+
+
+def _paced_wait(deps: deps_mod.Deps, session: auth.AuthSession, scopes: Sequence[scope_mod.Scope]) -> float:
+    """Seconds the longest of the scopes' list calls would wait for rate-limit budget."""
+    waits = [0.0]
+    for scope in scopes:
+        scope_state = deps.scopes.get(scope)
+        fresh_after = scope_state.fresh_after if scope_state else None
+        waits.append(deps.fetcher.paced_wait(scope, session, not_older_than=fresh_after))
+    return max(waits)
 
 
 async def _failed(

@@ -149,6 +149,27 @@ class HostPacer:
         self._seq = itertools.count()
         self.buckets: dict[str, Bucket] = {}
         _PACERS.add(self)
+        _BY_HOST[host] = self
+
+    def wait_estimate(self, route: str, *, level: int = ROUTINE) -> float:
+        """Seconds a call of ``route`` at ``level`` would wait for budget now (0: it would go).
+
+        Lets a caller that holds something scarce (a scheduler worker) give it back and come
+        back later instead of waiting here."""
+        bucket = self.buckets.get(route)
+        if bucket is None or bucket.unlimited:
+            return 0.0
+        now = self._clock()
+        until_reset = max(0.0, bucket.reset_at - now) if bucket.reset_at is not None else 0.0
+        if bucket.reset_at is not None and now >= bucket.reset_at and not bucket.waiters:
+            return 0.0
+        if any(waiting <= level for waiting, _, _ in bucket.waiters):
+            return until_reset or 1.0
+        if bucket.limit is None:
+            busy = bucket.probing or bucket.in_flight or until_reset > 0
+            return (until_reset or 1.0) if busy else 0.0
+        floor = bucket.reserve if level > LIVE else 0
+        return 0.0 if bucket.remaining > floor else (until_reset or 1.0)
 
     def budgets(self) -> dict[str, tuple[int | None, int]]:
         """Route → (limit, remaining) for routes with a known limit (the metric reads it)."""
@@ -306,6 +327,15 @@ class HostPacer:
 
 
 _PACERS: weakref.WeakSet[HostPacer] = weakref.WeakSet()
+# The pacer of each host (one per connection pool; pools to one host with different CA bundles
+# share the server's budget but not a pacer: the last one made answers here).
+_BY_HOST: weakref.WeakValueDictionary[str, HostPacer] = weakref.WeakValueDictionary()
+
+
+def wait_estimate(host: str, route: str, *, level: int = ROUTINE) -> float:
+    """``HostPacer.wait_estimate`` of ``host``'s pacer (0 for a host without one)."""
+    pacer = _BY_HOST.get(host)
+    return 0.0 if pacer is None else pacer.wait_estimate(route, level=level)
 
 
 def budgets() -> list[tuple[str, str, int, int]]:

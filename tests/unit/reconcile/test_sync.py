@@ -89,6 +89,7 @@ class FakeList:
         self.failing: tuple[int, str, dict[str, str]] | None = None
         self.calls = 0
         self.priorities: list[int] = []  # the pacer's priority each list call was sent at
+        self.headers: dict[str, str] = {}  # on every answer (x-ratelimit-*)
 
     async def handler(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/api/status":  # the host-health probe a 5xx starts
@@ -101,7 +102,7 @@ class FakeList:
             body = {"reqId": "req-1", "statusCode": status, "message": "it failed", "error": error}
             return httpx.Response(status, json=body, headers=headers)
         listed = [{"secretKey": k, "secretValue": v} for k, v in self.secrets.items()]
-        return httpx.Response(200, json={"secrets": listed, "imports": []})
+        return httpx.Response(200, json={"secrets": listed, "imports": []}, headers=self.headers)
 
 
 def identity_body(
@@ -632,3 +633,28 @@ async def test_the_list_call_waits_at_the_priority_of_the_scheduler_job(
     finally:
         await queue.stop()
     assert done == [None] and world.service.priorities == [level]
+
+
+async def test_routine_work_that_would_wait_for_budget_gives_its_worker_back(world: World) -> None:
+    world.service.headers = {
+        "x-ratelimit-limit": "40",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": "45",
+    }
+    await synced(world)  # the window is spent
+    world.later()  # the scope's resync is due
+    delays: list[float | None] = []
+
+    async def job(key: str) -> None:
+        delays.append(await world.run())
+
+    queue: scheduler.Scheduler[str] = scheduler.Scheduler(job, workers=1)
+    queue.enqueue("app", live=False)
+    queue.start()
+    try:
+        await queue.idle()
+    finally:
+        await queue.stop()
+    (delay,) = delays
+    assert delay is not None and 40 < delay <= 45  # back at the window's reset, as backlog
+    assert world.service.calls == 1 and world.status_patches() == []
