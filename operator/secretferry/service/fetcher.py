@@ -127,18 +127,21 @@ class ScopeFetcher:
     def paced_wait(
         self, scope: scopes.Scope, session: auth.AuthSession, *, not_older_than: float | None = None
     ) -> float:
-        """Seconds a routine ``fetch`` of ``scope`` would wait for rate-limit budget (``pacing``);
-        0 when it would be answered from the cache, join a call already sent, fail fast in
-        backoff, or go at once."""
+        """Seconds a routine resync of ``scope`` would wait for rate-limit budget (``pacing``);
+        0 for a first fetch, and when it would be answered from the cache, join a call already
+        sent, fail fast in backoff, or go at once."""
         entry = self._entries.get(scope)
-        if entry is not None:
-            result, flight = entry.result, entry.flight
-            if result is not None and _fresh(result, not_older_than):
-                return 0.0
-            if flight is not None and flight.started_at != math.inf:
-                return 0.0  # sent: joining it costs no budget
-            if flight is None and entry.last_error is not None and not entry.backoff.ready():
-                return 0.0
+        if entry is None or entry.result is None:
+            # A first fetch keeps its place in the pacer's queue: given back, it would return
+            # behind every periodic resync of scopes that are synced already.
+            return 0.0
+        flight = entry.flight
+        if _fresh(entry.result, not_older_than):
+            return 0.0
+        if flight is not None and flight.started_at != math.inf:
+            return 0.0  # sent: joining it costs no budget
+        if flight is None and entry.last_error is not None and not entry.backoff.ready():
+            return 0.0
         return pacing.wait_estimate(session.api_root, self._endpoint(session), level=pacing.ROUTINE)
 
     def forget(self, scope: scopes.Scope) -> None:
