@@ -27,6 +27,7 @@ import prometheus_client
 from prometheus_client import Counter, Gauge, Histogram
 
 import secretferry
+from secretferry.service import pacing
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
 
@@ -163,3 +164,35 @@ def forget_sync(key: tuple[str, str]) -> None:
         for each in _STATUSES:
             with contextlib.suppress(KeyError):  # older prometheus_client raises for a missing child
                 SECRETSYNC_CONDITION.remove(namespace, name, condition, each)
+
+
+# --- rate-limit budgets (issue 21) ---------------------------------------------------------------
+class _RateBudgets:
+    """``secretferry_service_rate_limit_remaining``/``_limit``: what each host's pacer
+    (``service/pacing.py``) believes is left of the current window, per route, read at each scrape
+    (a ``set()`` per call would cost a lock per list call; the budget only matters when read).
+    Label values are bounded: the service hosts of the identities, and the few API routes the
+    operator calls. Only routes the server limits have series (none against an unlimited host)."""
+
+    def describe(self) -> list[prometheus_client.Metric]:
+        return []  # no fixed series: the registry must not call collect() at registration
+
+    def collect(self) -> list[prometheus_client.Metric]:
+        remaining = prometheus_client.metrics_core.GaugeMetricFamily(
+            "secretferry_service_rate_limit_remaining",
+            "Calls left in the current rate-limit window of a service route, as the operator's pacer "
+            "believes (learned from x-ratelimit-* headers).",
+            labels=["host", "route"],
+        )
+        limit = prometheus_client.metrics_core.GaugeMetricFamily(
+            "secretferry_service_rate_limit",
+            "Calls per window the service allows on a route (x-ratelimit-limit).",
+            labels=["host", "route"],
+        )
+        for host, route, most, left in pacing.budgets():
+            remaining.add_metric([host, route], float(left))
+            limit.add_metric([host, route], float(most))
+        return [remaining, limit]
+
+
+prometheus_client.REGISTRY.register(_RateBudgets())

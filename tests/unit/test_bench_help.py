@@ -22,6 +22,7 @@ WITH_CONTROL_PLANE = {
     "bench_node.py",
     "bench_operator_scale.py",
     "bench_outage.py",
+    "bench_ratelimit.py",
     "bench_streams.py",
     "bench_template_bomb.py",
 }

@@ -10,6 +10,7 @@ from secretferry import __version__
 from secretferry.devserver import (
     errors,
     notfound,
+    ratelimit,
     routes_admin,
     routes_auth,
     routes_events,
@@ -76,7 +77,9 @@ def create_app(config: DevServerConfig | None = None) -> FastAPI:
     ):
         app.include_router(notfound.without(module.router, *absent))
     app.include_router(routes_admin.health_router)
-    # Order matters: stats sees faulted requests too (added last = outermost).
+    # Order matters: stats sees faulted and rate-limited requests too (added last = outermost).
+    if state.limiter is not None:
+        app.add_middleware(ratelimit.RateLimitMiddleware, limiter=state.limiter, routes=app.router.routes)
     app.add_middleware(FaultMiddleware, faults=state.faults)
     app.add_middleware(StatsMiddleware, stats=state.stats)
     return app

@@ -66,6 +66,12 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help="where the generated admin token is written, mode 0600 (default: <data>.admin-token)",
     )
+    p.add_argument(
+        "--rate-limits",
+        choices=["on", "off"],
+        help="per-IP route limits as a self-hosted server in production mode (40 secret reads, 60 "
+        "reads, 200 writes/logins a minute); default: the profile's (on for selfhosted-2024-10)",
+    )
     p.add_argument("--faults", help="fault document: a YAML/JSON file path or inline JSON")
     p.add_argument("--log-level", default="info")
     return p
@@ -103,6 +109,8 @@ def config_from(args: argparse.Namespace) -> DevServerConfig:
         value = getattr(explicit, name)
         if value != getattr(defaults, name) or name in ("data_path", "seed"):
             setattr(config, name, value)
+    if args.rate_limits is not None:  # "off" equals the default, so it is applied here
+        config.rate_limits = args.rate_limits == "on"
     return config
 
 

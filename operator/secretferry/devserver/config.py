@@ -76,3 +76,8 @@ class DevServerConfig:
     """Status of a request that fails validation (``ValidationFailure``): 422, or 401 on old servers."""
     error_req_id: bool = True
     """False: error bodies carry no ``reqId`` (the 2024-10 release)."""
+    rate_limits: bool = False
+    """True: limit requests per client IP and route as a self-hosted server in production mode
+    (``ratelimit``: 40 secret reads, 60 other reads, 200 writes and logins a minute, 429 with
+    ``retry-after``); on in the ``selfhosted-2024-10`` profile, ``--rate-limits off`` for
+    benchmarks that say so."""

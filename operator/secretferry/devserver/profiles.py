@@ -31,6 +31,8 @@ PROFILES: Final[dict[str, dict[str, Any]]] = {
         "slug_route": "v2",  # /api/v1/projects/slug/... absent; /api/v2/workspace/{slug} bare
         "unknown_environment_empty": True,  # 200 {"secrets":[],"imports":[]}, not 404
         "v3_metadata": False,  # no secretMetadata on v3; metadataFilter stripped (fail-open)
+        # Production mode limits per client IP and route (devserver/ratelimit.py).
+        "rate_limits": True,
     },
 }
 

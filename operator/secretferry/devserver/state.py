@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from secretferry.devserver import admin_token, generations
+from secretferry.devserver import admin_token, generations, ratelimit
 from secretferry.devserver import db as dbm
 from secretferry.devserver.config import DevServerConfig
 from secretferry.devserver.events import EventBus
@@ -33,6 +33,8 @@ class DevState:
     stats: Stats
     admin_token: str
     """What ``/_admin`` requires in ``X-Admin-Token``: configured, or generated at start."""
+    limiter: ratelimit.RateLimiter | None = None
+    """Per-IP route limits (``config.rate_limits``); None: unlimited."""
     seen_jwts: set[str] = field(default_factory=set)
     """Digests of every ServiceAccount jwt presented at Kubernetes-auth login (reuse detection)."""
 
@@ -65,6 +67,7 @@ class DevState:
             faults=Faults(config.faults),
             stats=Stats(),
             admin_token=admin_token.establish(config),
+            limiter=ratelimit.RateLimiter(config.clock) if config.rate_limits else None,
         )
 
     def now(self) -> float:

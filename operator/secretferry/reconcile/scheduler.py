@@ -382,3 +382,10 @@ class Scheduler(Generic[K]):
             self._timer_wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), timeout)
+
+
+def running_live() -> bool:
+    """Whether the job running in this task is live work (True outside a job): the service
+    layer's pacer serves live calls before routine ones (``service/pacing.py``)."""
+    run = _RUN.get()
+    return run is None or run.live

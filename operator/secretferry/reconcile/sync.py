@@ -30,6 +30,7 @@ from secretferry.reconcile import (
     problems,
     reasons,
     renderpool,
+    scheduler,
     state,
     sync_report,
     target_writes,
@@ -40,6 +41,7 @@ from secretferry.reconcile import identities as ident_mod
 from secretferry.service import auth
 from secretferry.service import errors as service_errors
 from secretferry.service import models as service_models
+from secretferry.service import pacing as service_pacing
 from secretferry.service import scopes as scope_mod
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,12 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     if added or removed:
         deps.on_scopes_changed(added, removed)
 
+    if not scheduler.running_live() and not entry.force_pending:
+        # Routine work that would wait for rate-limit budget gives its worker back and comes back
+        # at the window's reset (as backlog): a worker waiting there is one live work cannot use.
+        paced = _paced_wait(deps, session, scopes)
+        if paced > 0:
+            return paced, "paced"
     force, entry.force_pending = entry.force_pending, False
     fetched: list[desired_mod.FetchedSource] = []
     collided: list[collisions.Collision] = []  # one key from several folders: shown in status
@@ -102,7 +110,10 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
         scope_state = deps.scopes.get(scope)
         fresh_after = scope_state.fresh_after if scope_state else None
         try:
-            got = await deps.fetcher.fetch(scope, session, not_older_than=fresh_after, force=force)
+            # Under a rate limit, a new or changed SecretSync's list call goes before the backlog's.
+            level = service_pacing.LIVE if scheduler.running_live() else service_pacing.ROUTINE
+            with service_pacing.priority(level):
+                got = await deps.fetcher.fetch(scope, session, not_older_than=fresh_after, force=force)
         except service_errors.ServiceError as exc:
             problem = outcomes.from_service_error(exc, scope_text=scope_text(scope))
             if source.project_slug is not None and _project_gone(exc):
@@ -258,6 +269,16 @@ def _update_mode(
     if any(st is None or not st.mode for st in states):
         return None
     return reasons.STREAMING, "event stream connected"
+
+
+def _paced_wait(deps: deps_mod.Deps, session: auth.AuthSession, scopes: Sequence[scope_mod.Scope]) -> float:
+    """Seconds the longest of the scopes' list calls would wait for rate-limit budget."""
+    waits = [0.0]
+    for scope in scopes:
+        scope_state = deps.scopes.get(scope)
+        fresh_after = scope_state.fresh_after if scope_state else None
+        waits.append(deps.fetcher.paced_wait(scope, session, not_older_than=fresh_after))
+    return max(waits)
 
 
 async def _failed(

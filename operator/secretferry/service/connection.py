@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import httpx
 import pydantic
 
-from secretferry.service import errors, health, wire
+from secretferry.service import errors, health, pacing, wire
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -102,6 +102,8 @@ class Connection:
             follow_redirects=False,
         )
         self.health = health.HostHealth(self.api_root, probe=self._probe)
+        # Rate-limit budgets per route of this host, learned from the answers (``pacing``).
+        self.pacer = pacing.HostPacer(self.api_root)
 
     def url(self, path: str) -> str:
         """``/api/v4/secrets`` → ``<api root>/v4/secrets`` (paths are written as in the reference)."""
@@ -110,6 +112,7 @@ class Connection:
         return self.api_root + path[len("/api") :]
 
     async def aclose(self) -> None:
+        await self.pacer.aclose()
         await self.health.aclose()
         await self._http.aclose()
 
@@ -152,6 +155,9 @@ class Connection:
         all_headers = dict(headers or {})
         if token is not None:
             all_headers["Authorization"] = f"Bearer {token}"
+        if not probe:  # the status probe is on the server's allow list: never limited
+            await self.pacer.acquire(endpoint)
+            pacing.sending()
         try:
             response = await self._http.request(
                 method,
@@ -160,8 +166,14 @@ class Connection:
                 json=json_body,
                 headers=all_headers,
             )
-        except httpx.HTTPError as exc:
-            raise self._failed(_transport_error(endpoint, exc), probe=probe) from exc
+        except BaseException as exc:
+            if not probe:
+                self.pacer.failed(endpoint)
+            if isinstance(exc, httpx.HTTPError):
+                raise self._failed(_transport_error(endpoint, exc), probe=probe) from exc
+            raise
+        if not probe:
+            self.pacer.answered(endpoint, status=response.status_code, headers=response.headers)
         self._observe(response, probe=probe)
         return response
 
@@ -238,10 +250,15 @@ class Connection:
         request = self._http.build_request(
             method, self.url(path), json=json_body, headers=headers, timeout=self._stream_timeout
         )
+        await self.pacer.acquire(endpoint)
         try:
             response = await self._http.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise self._failed(_transport_error(endpoint, exc)) from exc
+        except BaseException as exc:
+            self.pacer.failed(endpoint)
+            if isinstance(exc, httpx.HTTPError):
+                raise self._failed(_transport_error(endpoint, exc)) from exc
+            raise
+        self.pacer.answered(endpoint, status=response.status_code, headers=response.headers)
         self._observe(response, stream=True)
         chunks = self._chunks(response, endpoint=endpoint)
         try:

@@ -23,12 +23,13 @@ import collections
 import copy
 import dataclasses
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
 
 from secretferry import backoff, logfields
-from secretferry.service import auth, errors, listroutes, models, scopes
+from secretferry.service import auth, errors, listroutes, models, pacing, scopes
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,26 @@ class ScopeFetcher:
         entry.backoff.expedite(not_before)
         return True
 
+    def paced_wait(
+        self, scope: scopes.Scope, session: auth.AuthSession, *, not_older_than: float | None = None
+    ) -> float:
+        """Seconds a routine resync of ``scope`` would wait for rate-limit budget (``pacing``);
+        0 for a first fetch, and when it would be answered from the cache, join a call already
+        sent, fail fast in backoff, or go at once."""
+        entry = self._entries.get(scope)
+        if entry is None or entry.result is None:
+            # A first fetch keeps its place in the pacer's queue: given back, it would return
+            # behind every periodic resync of scopes that are synced already.
+            return 0.0
+        flight = entry.flight
+        if _fresh(entry.result, not_older_than):
+            return 0.0
+        if flight is not None and flight.started_at != math.inf:
+            return 0.0  # sent: joining it costs no budget
+        if flight is None and entry.last_error is not None and not entry.backoff.ready():
+            return 0.0
+        return pacing.wait_estimate(session.api_root, self._endpoint(session), level=pacing.ROUTINE)
+
     def forget(self, scope: scopes.Scope) -> None:
         """No sync uses ``scope`` any more: drop its cache (an in-flight call finishes unseen)."""
         self._entries.pop(scope, None)
@@ -172,7 +193,9 @@ class ScopeFetcher:
         # A task of its own: a cancelled caller must not cancel the call the others wait for.
         task = asyncio.create_task(self._call(scope, entry, session, started=started, force=force))
         task.add_done_callback(_retrieve)
-        entry.flight = _Flight(started_at=started, task=task)
+        # Not sent yet: under a rate limit it may wait minutes for budget (``pacing``), and what
+        # it will answer is newer than any change until then, so joiners take it as fresh.
+        entry.flight = _Flight(started_at=math.inf, task=task)
         return entry.flight
 
     async def _call(
@@ -182,8 +205,17 @@ class ScopeFetcher:
         etag = previous.etag if previous is not None and not force else None
         query = scope.to_query()
         self.calls += 1
+        flight = entry.flight
+
+        def sent() -> None:  # dated by the send (after any wait for rate-limit budget)
+            nonlocal started
+            started = self._clock()
+            if flight is not None:
+                flight.started_at = started
+
         try:
-            answer = await session.call(lambda client: self.routes.list(client, query, etag=etag))
+            with pacing.on_send(sent):
+                answer = await session.call(lambda client: self.routes.list(client, query, etag=etag))
         except errors.ServiceError as exc:
             self._failed(scope, entry, exc, endpoint=self._endpoint(session))
             raise

@@ -33,6 +33,7 @@ from secretferry.reconcile import (
     reasons,
     renderpool,
     rollouts,
+    scheduler,
     state,
     sync,
     sync_intake,
@@ -41,7 +42,7 @@ from secretferry.reconcile import (
 )
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import identities as ident_mod
-from secretferry.service import auth, client, fetcher, scopes
+from secretferry.service import auth, client, fetcher, pacing, scopes
 
 pytestmark = pytest.mark.looptime
 
@@ -94,18 +95,23 @@ class FakeList:
         self.failing: tuple[int, str, dict[str, str]] | None = None
         self.listed: list[dict[str, Any]] | None = None  # the answer's secrets as given, paths and all
         self.calls = 0
+        self.priorities: list[int] = []  # the pacer's priority each list call was sent at
+        self.headers: dict[str, str] = {}  # on every answer (x-ratelimit-*)
 
     async def handler(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/api/status":  # the host-health probe a 5xx starts
             return httpx.Response(200, json={"message": "Ok"})
         assert request.url.path == "/api/v4/secrets"
         self.calls += 1
+        self.priorities.append(pacing.current_priority())
         if self.failing is not None:
             status, error, headers = self.failing
             body = {"reqId": "req-1", "statusCode": status, "message": "it failed", "error": error}
             return httpx.Response(status, json=body, headers=headers)
         listed = [{"secretKey": k, "secretValue": v} for k, v in self.secrets.items()]
-        return httpx.Response(200, json={"secrets": self.listed or listed, "imports": []})
+        return httpx.Response(
+            200, json={"secrets": self.listed or listed, "imports": []}, headers=self.headers
+        )
 
 
 def identity_body(
@@ -799,3 +805,50 @@ async def test_a_type_change_the_apiserver_accepts_replaces_the_secret(world: Wo
     dry_runs = [kw for m, _, kw in world.kube.calls if m == "POST" and (kw.get("query") or {}).get("dryRun")]
     assert [kw["body"]["metadata"].get("generateName") for kw in dry_runs] == [f"{NAME}-"]
     assert [m for m, _ in world.target_writes()] == ["POST", "DELETE", "PATCH"]
+
+
+# --- pacing (issue 21) -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("live", "level"), [(True, pacing.LIVE), (False, pacing.ROUTINE)])
+async def test_the_list_call_waits_at_the_priority_of_the_scheduler_job(
+    world: World, live: bool, level: int
+) -> None:
+    done: list[float | None] = []
+
+    async def job(key: str) -> None:
+        done.append(await world.run(sync_body()))
+
+    queue: scheduler.Scheduler[str] = scheduler.Scheduler(job, workers=1)
+    queue.enqueue("app", live=live)
+    queue.start()
+    try:
+        await queue.idle()
+    finally:
+        await queue.stop()
+    assert done == [None] and world.service.priorities == [level]
+
+
+async def test_routine_work_that_would_wait_for_budget_gives_its_worker_back(world: World) -> None:
+    world.service.headers = {
+        "x-ratelimit-limit": "40",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": "45",
+    }
+    await synced(world)  # the window is spent
+    world.later()  # the scope's resync is due
+    delays: list[float | None] = []
+
+    async def job(key: str) -> None:
+        delays.append(await world.run())
+
+    queue: scheduler.Scheduler[str] = scheduler.Scheduler(job, workers=1)
+    queue.enqueue("app", live=False)
+    queue.start()
+    try:
+        await queue.idle()
+    finally:
+        await queue.stop()
+    (delay,) = delays
+    assert delay is not None and 40 < delay <= 45  # back at the window's reset, as backlog
+    assert world.service.calls == 1 and world.status_patches() == []
