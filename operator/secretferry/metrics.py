@@ -27,7 +27,6 @@ import prometheus_client
 from prometheus_client import Counter, Gauge, Histogram
 
 import secretferry
-from secretferry.service import pacing
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
 
@@ -167,6 +166,17 @@ def forget_sync(key: tuple[str, str]) -> None:
 
 
 # --- rate-limit budgets (issue 21) ---------------------------------------------------------------
+RateBudgets = Callable[[], list[tuple[str, str, int, int]]]
+"""(host, route, limit, remaining) of every limited route a pacer knows."""
+_rate_budgets: list[RateBudgets] = []
+
+
+def read_rate_budgets_from(source: RateBudgets) -> None:
+    """Where the budget gauges read at each scrape: ``service/pacing.py`` registers itself here
+    (metrics is imported by kube/ too, so it may not import the service layer)."""
+    _rate_budgets[:] = [source]
+
+
 class _RateBudgets:
     """``secretferry_service_rate_limit_remaining``/``_limit``: what each host's pacer
     (``service/pacing.py``) believes is left of the current window, per route, read at each scrape
@@ -189,7 +199,7 @@ class _RateBudgets:
             "Calls per window the service allows on a route (x-ratelimit-limit).",
             labels=["host", "route"],
         )
-        for host, route, most, left in pacing.budgets():
+        for host, route, most, left in (row for source in _rate_budgets for row in source()):
             remaining.add_metric([host, route], float(left))
             limit.add_metric([host, route], float(most))
         return [remaining, limit]

@@ -39,6 +39,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Final
 
+from secretferry import metrics
+
 LIVE: Final = 0
 ROUTINE: Final = 1
 
@@ -345,3 +347,6 @@ def budgets() -> list[tuple[str, str, int, int]]:
         for route, (limit, remaining) in pacer.budgets().items():
             out.append((pacer.host, route, limit or 0, remaining))
     return out
+
+
+metrics.read_rate_budgets_from(budgets)
