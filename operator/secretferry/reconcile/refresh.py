@@ -98,6 +98,10 @@ async def held(deps: deps_mod.Deps, entry: state.SyncEntry, sync: sync_models.Se
             raise outcomes.from_kube_error(exc, what=f"reading {kind} {name}") from exc
         obj = None if found is None else {"kind": kind, **found}
     present = owned_target(obj, sync_name=sync.metadata.name, status=entry.status)
+    if present:
+        # As a write would: the target watch then knows whom to queue when it is deleted
+        # (after a restart, no write of ours has told it).
+        deps.targets.own((kind, namespace, name), entry.key)
     return hold_reason(
         policy, generation=entry.generation, status=entry.status, target_present=present, force=False
     )

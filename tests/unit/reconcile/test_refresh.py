@@ -144,6 +144,8 @@ async def test_a_restart_reads_nothing_when_the_target_is_there(world: World, po
     await world.run()
     assert world.service.calls == 1
     assert world.status_patches() == []  # nothing changed: nothing patched
+    # The target watch knows whom a deletion of the target concerns (no write told it this time).
+    assert world.deps.targets.owner_of(("Secret", NAMESPACE, NAME)) == KEY
 
 
 async def test_a_stranger_secret_of_the_name_is_not_taken_for_ours(world: World) -> None:
