@@ -204,3 +204,17 @@ def test_owned_target_needs_our_label_or_our_merge() -> None:
     assert not refresh.owned_target(None, sync_name="app", status=merge_status)
     assert refresh.owned_target(merged, sync_name="app", status=merge_status)
     assert not refresh.owned_target(merged, sync_name="app", status={})
+
+
+async def test_leaving_periodic_lets_go_of_the_scope_and_its_stream(world: World) -> None:
+    await world.run(body("Periodic"))
+    (scope,) = world.deps.scopes.scopes_of(KEY)
+    await world.run(body("OnChange", generation=2))
+    assert world.service.calls == 2  # the new generation is read once
+    assert world.deps.scopes.all() == {}
+    assert world.scopes_changed[-1] == (set(), {scope})  # the stream plan drops it
+    world.later()
+    await world.run()
+    assert world.service.calls == 2
+    await world.run(body("Periodic", generation=3))
+    assert world.deps.scopes.scopes_of(KEY) == (scope,)  # back on the timer (and the stream)
