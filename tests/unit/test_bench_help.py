@@ -21,6 +21,7 @@ SCRIPTS = sorted((ROOT / "bench").glob("bench_*.py"))
 WITH_CONTROL_PLANE = {
     "bench_node.py",
     "bench_operator_scale.py",
+    "bench_refresh_policy.py",
     "bench_outage.py",
     "bench_ratelimit.py",
     "bench_streams.py",

@@ -23,6 +23,8 @@ NOT_REASONS = {
     "STREAMING",  # status.updateMode and updateModeReason, documented below the table
     "POLLING",
     "INSTANT_UPDATES_DISABLED",
+    "ON_CHANGE",  # status.updateMode under spec.refreshPolicy
+    "CREATED_ONCE",
 }
 
 

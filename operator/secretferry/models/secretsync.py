@@ -41,6 +41,7 @@ CreationPolicy = Literal["Owner", "Orphan", "Merge"]
 DeletionPolicy = Literal["Retain", "Delete"]
 TargetKind = Literal["Secret", "ConfigMap"]
 IdentityKind = Literal["MachineIdentity", "ClusterMachineIdentity"]
+RefreshPolicy = Literal["Periodic", "OnChange", "CreatedOnce"]
 
 _ONE_PROJECT = base.cel(
     "has(self.projectId) != has(self.projectSlug)", "set exactly one of projectId and projectSlug"
@@ -308,6 +309,14 @@ class SecretSyncSpec(base.CRModel):
     """Workloads in the same namespace restarted after the target's data changes, e.g.
     ``[{kind: Deployment, name: web}]``; each only when its owner opted in with the annotation
     ``secretferry.io/restart-on`` on the workload, listing this SecretSync's name."""
+    # --- refreshPolicy (reconcile/refresh.py) ---
+    refresh_policy: RefreshPolicy = "Periodic"
+    """When the service is read. Periodic (default): every refreshInterval and on every event-stream
+    notification. OnChange: only when this spec changes (metadata.generation), on the force-sync
+    annotation, and to re-create a deleted target. CreatedOnce: once, when the target is created
+    (again only if it is deleted, or on the force-sync annotation). Under OnChange and CreatedOnce
+    there is no resync and no event stream for this SecretSync, and a hand edit of the target is
+    left as it is (README, "Refresh policy")."""
     allow_empty: bool = False
     """Sync a source that lists no secrets (or whose key filters keep none). By default such a
     source stops the sync (SourceEmpty) and the target stays as it is: a mistyped or deleted path
@@ -353,9 +362,10 @@ class SecretSyncStatus(base.StatusModel):
     """Names of the keys this SecretSync wrote (never values)."""
     synced_key_count: int | None = None
     """How many keys syncedKeys names (the Keys column)."""
-    update_mode: Literal["Streaming", "Polling"] | None = None
+    update_mode: Literal["Streaming", "Polling", "OnChange", "CreatedOnce"] | None = None
     """Streaming: the service's event stream starts a sync on every change. Polling: only
-    spec.refreshInterval does (instant updates off, or no healthy stream for a source)."""
+    spec.refreshInterval does (instant updates off, or no healthy stream for a source). OnChange,
+    CreatedOnce: spec.refreshPolicy says so; the service is read only as that policy says."""
     update_mode_reason: str | None = None
     """Why updateMode is what it is, e.g. why the stream is unavailable."""
     data_hmac: str | None = Field(default=None, alias="dataHMAC")

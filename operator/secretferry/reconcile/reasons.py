@@ -57,4 +57,7 @@ KUBERNETES_ERROR: Final = "KubernetesError"  # the apiserver refused a write for
 # status.updateMode and status.updateModeReason.
 STREAMING: Final = "Streaming"
 POLLING: Final = "Polling"
+# status.updateMode of a SecretSync whose spec.refreshPolicy is not Periodic (reconcile/refresh.py).
+ON_CHANGE: Final = "OnChange"
+CREATED_ONCE: Final = "CreatedOnce"
 INSTANT_UPDATES_DISABLED: Final = "InstantUpdatesDisabled"

@@ -38,6 +38,7 @@ from secretferry.reconcile import (
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import desired as desired_mod
 from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile import refresh as refresh_mod
 from secretferry.service import auth
 from secretferry.service import errors as service_errors
 from secretferry.service import models as service_models
@@ -74,6 +75,12 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     # Kubernetes hearing of it: what it refused for good is looked at again at the refresh.
     refresh = sync.spec.refresh_interval_seconds
     try:
+        hold = await refresh_mod.held(deps, entry, sync)
+    except problems.Problem as unreadable:
+        return await _failed(deps, entry, unreadable), "target"
+    if hold is not None:
+        return await _held(deps, entry, sync, hold), "unchanged"
+    try:
         identity = await deps.identities.resolve(sync)
         session = await deps.identities.session(identity)
         # Before anything is fetched: a template's author reads every value it sees (template_trust.py).
@@ -86,16 +93,20 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
         problem = outcomes.from_service_error(exc, scope_text="resolving the project slug")
         return await _failed(deps, entry, problem, look_again=refresh), "service"
 
-    added, removed = deps.scopes.bind(
-        entry.key,
-        scopes,
-        instant=sync.spec.instant_updates,
-        refresh_seconds=sync.spec.refresh_interval_seconds,
-        now=deps.clock(),
-    )
-    entry.scopes = scopes
-    if added or removed:
-        deps.on_scopes_changed(added, removed)
+    if refresh_mod.periodic(sync):
+        added, removed = deps.scopes.bind(
+            entry.key,
+            scopes,
+            instant=sync.spec.instant_updates,
+            refresh_seconds=sync.spec.refresh_interval_seconds,
+            now=deps.clock(),
+        )
+        entry.scopes = scopes
+        if added or removed:
+            deps.on_scopes_changed(added, removed)
+    else:
+        # OnChange/CreatedOnce: no resync and no stream, so no scope held (refresh.py).
+        _release_scopes(deps, entry)
 
     if not scheduler.running_live() and not entry.force_pending:
         # Routine work that would wait for rate-limit budget gives its worker back and comes back
@@ -108,6 +119,7 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     collided: list[collisions.Collision] = []  # one key from several folders: shown in status
     for source, scope in zip(sync.spec.sources, scopes, strict=True):
         scope_state = deps.scopes.get(scope)
+        # A scope nobody holds (refreshPolicy OnChange/CreatedOnce): None, so a new list.
         fresh_after = scope_state.fresh_after if scope_state else None
         try:
             # Under a rate limit, a new or changed SecretSync's list call goes before the backlog's.
@@ -189,6 +201,28 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     return None, "written" if written else "unchanged"
 
 
+async def _held(
+    deps: deps_mod.Deps, entry: state.SyncEntry, sync: sync_models.SecretSync, why: str
+) -> float | None:
+    """A pass that reads nothing (refresh.py): Synced from what the target holds; no scope kept.
+
+    A SecretSync that was Synced keeps its message (the keys it names are still there): a restart
+    then patches nothing."""
+    _release_scopes(deps, entry)
+    ready = conditions.find(entry.status.get("conditions") or [], reasons.READY)
+    message = str(ready.get("message", why)) if ready is not None and _routine(entry) else why
+    await sync_report.report(
+        deps,
+        entry,
+        ok=True,
+        reason=reasons.SYNCED,
+        message=message,
+        target={"kind": sync.spec.target.kind, "name": sync.target_name},
+        mode=refresh_mod.mode(sync),
+    )
+    return None
+
+
 def _routine(entry: state.SyncEntry) -> bool:
     """Whether the SecretSync was Ready/Synced already, so a data update flips no condition."""
     ready = conditions.find(entry.status.get("conditions") or [], reasons.READY)
@@ -260,6 +294,8 @@ def _update_mode(
     deps: deps_mod.Deps, sync: sync_models.SecretSync, scopes: Sequence[scope_mod.Scope]
 ) -> tuple[str, str] | None:
     """Streaming only when every scope is on a healthy stream; None while that is undecided."""
+    if not refresh_mod.periodic(sync):
+        return refresh_mod.mode(sync)
     if not sync.spec.instant_updates:
         return reasons.POLLING, f"{reasons.INSTANT_UPDATES_DISABLED}: spec.instantUpdates is false"
     states = [deps.scopes.get(scope) for scope in scopes]

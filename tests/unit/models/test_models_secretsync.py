@@ -94,6 +94,7 @@ def test_full_spec_round_trips_by_alias() -> None:
         },
         "refreshInterval": "1h30m",
         "instantUpdates": False,
+        "refreshPolicy": "OnChange",
         "rolloutRestartTargets": [{"kind": "Deployment", "name": "web"}],
         "allowEmpty": True,
     }
