@@ -231,7 +231,8 @@ def test_bombs_reapplied_with_a_new_nonce_leave_a_template_free_canary_elsewhere
         lambda: secret_data(control_plane, canary_namespace, "canary") == {"VALUE": "canary-value-0"},
         what="the canary's first sync",
     )
-    harness.kubernetes_identity(control_plane, namespace)
+    # Opted in to templates (the worst case: without it every bomb is TemplatesNotAllowed).
+    harness.kubernetes_identity(control_plane, namespace, templates=True)
 
     with Reapplier(hostile, path) as reapplier:
         # Two rounds in: every bomb has been edited since its last render, and waits for one.
