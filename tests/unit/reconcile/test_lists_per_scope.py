@@ -1,0 +1,183 @@
+"""One list call per scope per cycle, with the fair queue, the scope index, the fetcher and the
+event streams wired as the controller wires them, on virtual loop time (``looptime``).
+
+What broke it (streaming.py, ``on_resync``): a pass binds a new scope (which opens or replans its
+stream) and lists it at once; the stream's connect then made that list stale, so every scope the
+first burst of workers reached was listed twice. The fair queue's namespace turns reach a new
+scope with nearly every key, so that was a list per worker. The work below does what a reconcile
+does with its scope (sync.py): bind, report the change, fetch no older than ``fresh_after``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import pytest
+from reconcile_fakes import FakeKube
+
+from secretferry import settings as settings_mod
+from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile import scheduler, state, streaming, tasks
+from secretferry.service import events, fetcher, models, scopes
+
+pytestmark = pytest.mark.looptime
+
+T = TypeVar("T")
+
+WORKERS = 8
+NAMESPACES = 5
+SYNCS = 200  # SecretSync i is in namespace i % NAMESPACES and reads scope i % SCOPES
+SCOPES = 20
+LIST_SECONDS = 0.05  # one list call's round trip
+CONNECT_SECONDS = 0.1  # a stream's subscribe round trip
+
+
+class FakeService:
+    """The identity's session: list calls that take a while, and streams that stay open (with a
+    heartbeat) until ``drop`` ends those open; counts list calls."""
+
+    api_root = "http://127.0.0.1:9/api"
+
+    def __init__(self) -> None:
+        self.lists = 0
+        self.generation = 0  # streams opened in an earlier generation end
+        self.login_seconds = 0.0  # what the stream opener's login takes (list calls skip it here)
+
+    async def token(self) -> str:
+        await asyncio.sleep(self.login_seconds)
+        return "t"
+
+    async def call(self, fn: Callable[[Any], Awaitable[T]]) -> T:
+        del fn  # answered here: an empty folder
+        self.lists += 1
+        await asyncio.sleep(LIST_SECONDS)
+        return models.SecretList(secrets=[])  # type: ignore[return-value]
+
+    @contextlib.asynccontextmanager
+    async def subscribe(
+        self, project_id: str, register: Sequence[events.EventRegistration]
+    ) -> AsyncIterator[AsyncIterator[events.StreamMessage]]:
+        del project_id, register
+        await asyncio.sleep(CONNECT_SECONDS)
+        yield self._messages()
+
+    def drop(self) -> None:
+        self.generation += 1
+
+    async def _messages(self) -> AsyncIterator[events.StreamMessage]:
+        generation = self.generation
+        while True:
+            await asyncio.sleep(1.0)  # a heartbeat period
+            if self.generation != generation:
+                return
+            yield events.Heartbeat()
+
+
+def _identity() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "id", "namespace": "ns-0", "uid": "uid-id", "generation": 1},
+        "spec": {"auth": {"accessToken": {"secretRef": {"name": "tok", "key": "token"}}}},
+    }
+
+
+class Operator:
+    """The queue, the scope index, the fetcher and the streams; ``start`` queues every SecretSync
+    as the start-up list does (namespace by namespace) and waits until all were reconciled."""
+
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.clock = loop.time
+        cfg = settings_mod.Settings()
+        registry = ident_mod.IdentityRegistry(kube=FakeKube().port(), settings=cfg)
+        entry = registry.upsert(ident_mod.MACHINE, _identity())
+        self.service = FakeService()
+        entry.session = self.service  # type: ignore[assignment]
+        self.index = state.ScopeIndex(jitter_fraction=0)
+        self.fetcher = fetcher.ScopeFetcher(clock=self.clock)
+        self.queue: scheduler.Scheduler[state.SyncKey] = scheduler.Scheduler(
+            self._work, workers=WORKERS, tenant=lambda key: key[0], clock=self.clock
+        )
+        self.streaming = streaming.Streaming(
+            settings=cfg,
+            identities=registry,
+            scopes=self.index,
+            fetcher=self.fetcher,
+            queue=self.queue,
+            background=tasks.Tasks(),
+            clock=self.clock,
+        )
+        identity_key = ident_mod.key_str(entry.key)
+        self.scope_of = {
+            (f"ns-{i % NAMESPACES}", f"sync-{i:04d}"): scopes.Scope(
+                identity_key, "p", "dev", f"/app/s{i % SCOPES:02d}"
+            )
+            for i in range(SYNCS)
+        }
+
+    async def _work(self, key: state.SyncKey) -> None:
+        scope = self.scope_of[key]
+        added, removed = self.index.bind(key, [scope], instant=True, refresh_seconds=300, now=self.clock())
+        if added or removed:
+            self.streaming.scopes_changed(added, removed)
+        scope_state = self.index.get(scope)
+        assert scope_state is not None
+        await self.fetcher.fetch(scope, self.service, not_older_than=scope_state.fresh_after)  # type: ignore[arg-type]
+        await asyncio.sleep(0.01)  # the Secret write
+
+    async def start(self) -> None:
+        self.queue.start()
+        for key in sorted(self.scope_of):  # the start-up list's order: namespace, then name
+            self.queue.enqueue(key, live=False, first=True)
+        await self.settle()
+
+    async def settle(self) -> None:
+        await asyncio.sleep(1.0)  # the streams connect and their resyncs are queued
+        await self.queue.idle()
+
+    async def stop(self) -> None:
+        await self.streaming.manager.close()
+        await self.queue.stop()
+
+
+@pytest.fixture
+async def operator() -> AsyncIterator[Operator]:
+    op = Operator()
+    yield op
+    await op.stop()
+
+
+async def test_a_start_up_lists_each_scope_once_although_the_first_burst_reaches_a_new_scope_per_worker(
+    operator: Operator,
+) -> None:
+    await operator.start()
+
+    assert operator.streaming.manager.open_streams == 1
+    assert operator.service.lists == SCOPES  # before the fix: SCOPES + one per worker, at least
+
+
+async def test_a_reconnect_later_still_makes_every_scope_of_the_stream_stale(operator: Operator) -> None:
+    await operator.start()
+    assert operator.service.lists == SCOPES
+
+    operator.service.drop()  # the service ends the stream; it reconnects (after a backoff)
+    await asyncio.sleep(settings_mod.Settings().backoff_initial_seconds + 1.0)
+    await operator.settle()
+
+    # What changed while no stream was open is seen: every scope listed once more, once.
+    assert operator.service.lists == 2 * SCOPES
+
+
+async def test_a_stream_that_subscribes_long_after_its_scopes_were_listed_has_them_listed_again(
+    operator: Operator,
+) -> None:
+    operator.service.login_seconds = 3.0  # beyond the grace: the first lists may have missed changes
+    await operator.start()
+    assert operator.service.lists == SCOPES
+    await asyncio.sleep(operator.service.login_seconds)  # the stream connects
+    await operator.settle()
+
+    assert operator.streaming.manager.open_streams == 1
+    assert operator.service.lists == 2 * SCOPES
