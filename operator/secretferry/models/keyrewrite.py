@@ -6,11 +6,14 @@ Why these bounds make a rule list cheap whatever it says (reconcile/rewrite.py a
   for every pattern: no backtracking, so ``(a+)+$`` or ``(a|aa)*x`` cost what ``a`` costs.
   RE2 refuses what would need backtracking (backreferences, lookaround) at compile time, and
   its program size is capped (``max_mem``), so a huge counted repeat is refused too;
-- a pattern is at most ``MAX_PATTERN`` characters, a source has at most ``MAX_RULES`` rules;
+- a pattern is at most ``MAX_PATTERN`` characters and compiles to at most ``MAX_PROGRAM_SIZE``
+  RE2 instructions (the constant factor of RE2's linear time); a source has at most
+  ``MAX_RULES`` rules;
 - only keys of at most 253 characters are rewritten, and a rule that makes one longer stops
   the sync (InvalidKey): every step works on at most 253 characters.
 
-So the cost per key is at most MAX_RULES linear passes over 253 characters (tests/unit/
+So the cost per key is at most MAX_RULES linear passes over 253 characters with a program of
+at most 512 instructions (tests/unit/
 reconcile/test_rewrite.py replays hostile patterns).
 """
 
@@ -29,9 +32,13 @@ MAX_PATTERN: Final = 256
 MAX_RULES: Final = 32
 # The same limit as a data key (DATA_KEY_MAX in secretsync.py; a key never needs more).
 MAX_KEY: Final = 253
-# RE2's memory budget for one compiled program (its default is 8 MiB); 1 MiB holds any pattern
-# of MAX_PATTERN characters except counted-repeat bombs such as ``(x{100}){100}``, refused here.
+# RE2's memory budget for one compiled program and its DFA cache (its default is 8 MiB).
 _MAX_PROGRAM_BYTES: Final = 1 << 20
+# RE2 instructions in one compiled pattern. Linear time is O(key length x program size), and a
+# counted repeat multiplies the program (``[^a]{1000}`` x3 compiles to 24,004 instructions and
+# costs ~8 ms a key over 32 rules); 512 takes any sensible key pattern (``^APP_(.*)$`` is 14,
+# ``[a-z0-9_.-]+`` with 200 literals 214) and keeps a rule at tens of µs (bench/bench_rewrite.py).
+MAX_PROGRAM_SIZE: Final = 512
 
 _RULE_FIELDS: Final = ("regexp", "addPrefix", "stripPrefix", "transform", "from")
 _ONE_RULE = base.cel(
@@ -50,13 +57,20 @@ def re2_options() -> re2.Options:
 
 
 def compile_pattern(pattern: str) -> re2._Regexp:
-    """Compile ``pattern`` with RE2; ValueError (saying why, not repeating it) if RE2 refuses it."""
+    """Compile ``pattern`` with RE2; ValueError (saying why) if RE2 refuses it or it is too big."""
     try:
-        return re2.compile(pattern, options=re2_options())
+        compiled = re2.compile(pattern, options=re2_options())
     except re2.error as exc:
         why = exc.args[0] if exc.args else "invalid"
         text = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
         raise ValueError(f"not a valid RE2 regexp: {text}") from None
+    size = int(compiled.programsize)
+    if size > MAX_PROGRAM_SIZE:
+        raise ValueError(
+            f"compiles to {size} RE2 instructions, over {MAX_PROGRAM_SIZE} (a large counted repeat"
+            " such as {200}, or a Unicode class such as \\pL, makes it big)"
+        )
+    return compiled
 
 
 class RegexpRewrite(base.CRModel):

@@ -103,6 +103,7 @@ def test_rewrite_keys_keeps_values() -> None:
         r"\w*\w*\w*\w*\w*\w*\w*\w*!",
         r"[a-z]*[a-z]*[a-z]*[a-z]*[a-z]*x",
         r"(?:(?:a*)*)*b",
+        r"[^a]{20}[^b]{20}[^c]{20}x",  # near the program-size cap
     ],
 )
 def test_hostile_patterns_finish_on_long_keys(pattern: str) -> None:
@@ -124,6 +125,8 @@ def test_hostile_patterns_finish_on_long_keys(pattern: str) -> None:
         (r"(?<!a)b", "invalid perl operator"),  # lookbehind
         (r"(x{100}){100}", "invalid repetition size"),  # counted-repeat bomb
         (r"\pL{1000}", "pattern too large"),  # over the program-size budget
+        (r"[^a]{253}", "RE2 instructions, over 512"),  # linear, but with a big constant
+        (r"\pL+", "RE2 instructions, over 512"),
         ("[", "missing ]"),
     ],
 )
@@ -202,3 +205,22 @@ def test_desired_collision_is_a_problem() -> None:
         desired.build_desired(_sync(sources), [desired.FetchedSource({"a": "1", "A": "2"})], hmac_key=KEY)
     assert caught.value.reason == reasons.KEY_COLLISION
     assert "spec.sources[0].rewrite renames both A and a to A" in caught.value.message
+
+
+def test_match_budget_bounds_a_source_pass() -> None:
+    # A rule matching every character, 32 times over 1,000 keys of 253 characters: ~8 million
+    # matches without the budget (minutes through the Python wrapper); refused after 20,000.
+    chain = rules(*[{"regexp": {"source": "a", "target": "a"}}] * keyrewrite.MAX_RULES)
+    secrets = {f"{i:04d}" + "a" * 249: "v" for i in range(1000)}
+    with pytest.raises(problems.Problem) as caught:
+        rewrite.rewrite_keys(secrets, chain, source_index=1)
+    assert caught.value.reason == reasons.INVALID_SPEC
+    assert "spec.sources[1].rewrite[" in caught.value.message
+    assert f"more than {rewrite.MAX_MATCHES_PER_SOURCE} times" in caught.value.message
+
+
+def test_match_budget_is_not_spent_by_ordinary_rules() -> None:
+    # "-" -> "_" on 1,000 keys with a few dashes each stays well inside the budget.
+    chain = rules({"regexp": {"source": "-", "target": "_"}})
+    got = rewrite.rewrite_keys({f"svc-{i}-db-url": "v" for i in range(1000)}, chain)
+    assert "svc_7_db_url" in got and len(got) == 1000
