@@ -2,7 +2,7 @@
 
 The hostile patterns below would never finish under Python's backtracking ``re`` on a 253-character
 key (``(a|aa)*x`` takes Fibonacci(253) steps); that they finish here at all is the proof that RE2
-matches them in linear time. bench/rewrite_hostile.py prints the figures.
+matches them in linear time. bench/bench_rewrite.py prints the figures.
 """
 
 from __future__ import annotations
