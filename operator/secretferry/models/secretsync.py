@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from secretferry.models import base, labels, reserved
+from secretferry.models import base, keyrewrite, labels, reserved
 
 SECRET_SYNC_KIND: Final = "SecretSync"
 
@@ -165,6 +165,11 @@ class Source(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT)):
     ``[abc]`` / ``[!abc]`` a set (``[*]`` for a literal ``*``); no ``**``, braces or backslash escapes."""
     exclude_keys: list[str] = Field(default_factory=list, max_length=256)
     """Key globs to drop, e.g. ``*_TEST``, applied after includeKeys; the same syntax as includeKeys."""
+    rewrite: list[keyrewrite.RewriteRule] = Field(default_factory=list, max_length=keyrewrite.MAX_RULES)
+    """Rules that rename this source's keys after includeKeys/excludeKeys, applied in list order
+    to every key, before templates see them (at most 32), e.g. ``[{from: DB_PASSWORD, to:
+    password}, {stripPrefix: APP_}, {regexp: {source: "-", target: "_"}}, {transform: Lower}]``.
+    Two keys renamed to the same name stop the sync (KeyCollision); nothing is written."""
 
     @model_validator(mode="after")
     def _one_project(self) -> Self:

@@ -1,8 +1,13 @@
 """The desired target object: a pure function of (SecretSync, fetched secrets).
 
 Order of precedence, lowest first: within a source, its imports in position order, then its own
-secrets; then each source in ``spec.sources`` order; then templated keys. ``includeKeys`` /
-``excludeKeys`` filter each source before it is merged.
+secrets; then each source in ``spec.sources`` order; then templated keys.
+
+Per source, in this order: imports and own secrets merged; ``includeKeys`` / ``excludeKeys``
+filter them (by the names at the service); the source's ``rewrite`` rules rename the keys left,
+in rule order (rewrite.py; two keys renamed to one name: KeyCollision). Then the sources are
+merged by the new names, later sources overriding earlier ones, and templates see the merged,
+rewritten keys; the data-key check (InvalidKey) applies to the final names.
 
 Failures raise a ``problems.Problem`` (not retriable: only an edit fixes them) whose message
 names keys and template keys, never values.
@@ -23,7 +28,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from secretferry.models import base, labels, secretsync
-from secretferry.reconcile import problems, reasons, renderpool, templating
+from secretferry.reconcile import problems, reasons, renderpool, rewrite, templating
 
 # The apiserver rejects Secrets and ConfigMaps whose data exceeds 1 MiB.
 MAX_DATA_BYTES: Final = 1024 * 1024
@@ -169,16 +174,18 @@ def _matches(key: str, patterns: Iterable[str]) -> bool:
 
 
 def merge_sources(sources: Sequence[secretsync.Source], fetched: Sequence[FetchedSource]) -> dict[str, str]:
-    """All fetched secrets, filtered per source, in precedence order (see the module docstring)."""
+    """All fetched secrets, filtered and rewritten per source, in precedence order (see the module
+    docstring). Raises ``problems.Problem`` for a rewrite that collides or makes a bad name."""
     if len(sources) != len(fetched):
         raise ValueError(f"fetched {len(fetched)} sources for {len(sources)} spec.sources entries")
     merged: dict[str, str] = {}
-    for source, result in zip(sources, fetched, strict=True):
+    for index, (source, result) in enumerate(zip(sources, fetched, strict=True)):
         one: dict[str, str] = {}
         for imported in result.imported:
             one.update(imported)
         one.update(result.direct)
-        merged.update(select_keys(one, include=source.include_keys, exclude=source.exclude_keys))
+        selected = select_keys(one, include=source.include_keys, exclude=source.exclude_keys)
+        merged.update(rewrite.rewrite_keys(selected, source.rewrite, source_index=index))
     return merged
 
 
@@ -271,7 +278,7 @@ def _check_keys(data: Mapping[str, str]) -> None:
             reasons.INVALID_KEY,
             "keys not allowed in Secret/ConfigMap data (letters, digits, '-', '_', '.'; not '.', '..'"
             f" or a key starting with '..'): {', '.join(bad)}; exclude them with excludeKeys or rename"
-            " them with a template",
+            " them with rewrite rules or a template",
         )
 
 

@@ -80,6 +80,12 @@ def test_full_spec_round_trips_by_alias() -> None:
                 "metadataFilter": [{"key": "k", "value": "v"}],
                 "includeKeys": ["DB_*"],
                 "excludeKeys": ["*_OLD"],
+                "rewrite": [
+                    {"from": "DB_PASSWORD", "to": "password"},
+                    {"regexp": {"source": "-", "target": "_"}},
+                    {"stripPrefix": "APP_"},
+                    {"transform": "Lower"},
+                ],
             }
         ],
         "target": {
