@@ -26,12 +26,6 @@ from secretferry.service import streams as streams_mod
 # Streams back off at most a minute between connects, whatever the general backoff cap: a stream
 # that is down leaves its scopes polling, so reconnecting soon is worth more than elsewhere.
 _STREAM_BACKOFF_MAX_SECONDS = 60.0
-# How soon after a scope joins the streams their subscribe must go out for the scope's first lists
-# to count as fresh at the connect (on_resync). It bounds the changes those lists may miss to this
-# window; a healthy stream's refresh, login and subscribe took under 0.2 s in a start-up storm of
-# 1000 SecretSyncs on 2 busy cores (bench/bench_operator_scale.py), so a second has room for that
-# and no more: a stream that fails first connects later, and its scopes are listed again then.
-_FIRST_CONNECT_GRACE_SECONDS = 1.0
 
 
 class Streaming:
@@ -54,9 +48,7 @@ class Streaming:
         self._background = background
         self._clock = clock
         self._groups: dict[tuple[str, str], frozenset[scope_mod.Scope]] = {}
-        # on_resync says why: when each streamed scope was bound, until a connect covers it, and
-        # when each (identity, project)'s latest subscribe went out.
-        self._joined_at: dict[scope_mod.Scope, float] = {}
+        # on_resync says why: when each (identity, project)'s latest subscribe went out.
         self._subscribed_at: dict[tuple[str, str], float] = {}
         self._dirty = False
         self.manager = streams_mod.StreamManager(
@@ -73,18 +65,8 @@ class Streaming:
         )
 
     def scopes_changed(self, added: set[scope_mod.Scope], removed: set[scope_mod.Scope]) -> None:
-        """A pass (or a deletion) bound or let go of scopes: forget what nobody reads, refresh streams.
-        Called before the pass lists them, so every list of a scope joining the streams is sent
-        after its ``_joined_at``."""
-        now = self._clock()
-        for scope in added:
-            st = self._scopes.get(scope)
-            if st is not None and st.streamed:
-                self._joined_at.setdefault(scope, now)
-            else:
-                self._joined_at.pop(scope, None)
+        """A pass (or a deletion) bound or let go of scopes: forget what nobody reads, refresh streams."""
         for scope in removed:
-            self._joined_at.pop(scope, None)
             if self._scopes.get(scope) is None:
                 self._fetcher.forget(scope)
         if not self._dirty:
@@ -131,20 +113,15 @@ class Streaming:
     def on_resync(self, scopes: set[scope_mod.Scope], reason: str) -> None:
         """Mark ``scopes`` stale and queue their SecretSyncs.
 
-        An event makes every list sent before it stale. A (re)connect makes stale the lists sent
-        before its subscribe went out — what changed before then was not streamed — except, at the
-        first connect that covers a scope, the lists sent since the scope was bound, when that
-        subscribe followed within ``_FIRST_CONNECT_GRACE_SECONDS``.
-
-        Why the exception: binding a new scope is what opens (or replans) its stream, and the pass
-        that bound it lists it at once, before the stream's refresh has even run; a start-up burst
-        of W workers lists up to W new scopes that way. With "stale at the connect" each of them
-        was listed again right after: 100 scopes cost 131-177 lists per start or restart instead
-        of ~100 (1000 SecretSyncs, 10 namespaces), and how many depended on how many distinct
-        scopes the first burst reached — the fair queue's namespace turns reach a new one with
-        nearly every key, where the old intake order happened to reach 10. What the exception
-        can miss: a change to a scope's secrets in the moment between its first list and its
-        stream's first subscribe (at most the grace), until its next resync.
+        An event makes every list sent before it stale. A (re)connect makes stale only the lists
+        sent before its subscribe went out: what changed before then was not streamed, and a
+        list sent after it saw everything the stream did not. Before, a connect made every list
+        stale, so each scope a start-up burst listed before its stream subscribed (binding a new
+        scope opens or replans the stream) was listed twice, and with the fair queue's namespace
+        turns a burst reaches a new scope with nearly every key. No grace beyond the subscribe:
+        a change between a scope's first list and its stream's subscribe would otherwise wait
+        for the next resync (an hour while streaming), and a change made right after a
+        SecretSync's creation is the common case, not the rare one.
         """
         now = self._clock()
         if reason == streams_mod.RESYNC_RECONNECT:
@@ -163,11 +140,7 @@ class Streaming:
 
     def _connect_stale_before(self, scope: scope_mod.Scope, now: float) -> float:
         """For a (re)connect resync: lists sent before this are stale (see ``on_resync``)."""
-        subscribed = min(now, self._subscribed_at.get((scope.identity_key, scope.project_id), now))
-        joined = self._joined_at.pop(scope, None)
-        if joined is not None and subscribed - joined <= _FIRST_CONNECT_GRACE_SECONDS:
-            return min(joined, subscribed)
-        return subscribed
+        return min(now, self._subscribed_at.get((scope.identity_key, scope.project_id), now))
 
     def on_mode(self, scope: scope_mod.Scope, mode: str, reason: str) -> None:
         st = self._scopes.get(scope)

@@ -2,9 +2,10 @@
 event streams wired as the controller wires them, on virtual loop time (``looptime``).
 
 What broke it (streaming.py, ``on_resync``): a pass binds a new scope (which opens or replans its
-stream) and lists it at once; the stream's connect then made that list stale, so every scope the
-first burst of workers reached was listed twice. The fair queue's namespace turns reach a new
-scope with nearly every key, so that was a list per worker. The work below does what a reconcile
+stream) and lists it at once; the stream's connect then made every list stale, also those sent
+after its subscribe, so scopes were listed twice. Now only a list sent before the subscribe is
+stale (what changed before the stream was open was not streamed): listed once more, and only
+those. The work below does what a reconcile
 does with its scope (sync.py): bind, report the change, fetch no older than ``fresh_after``.
 """
 
@@ -43,6 +44,8 @@ class FakeService:
 
     def __init__(self) -> None:
         self.lists = 0
+        self.list_times: list[float] = []  # when each list call went out (loop time)
+        self.subscribe_times: list[float] = []
         self.generation = 0  # streams opened in an earlier generation end
         self.login_seconds = 0.0  # what the stream opener's login takes (list calls skip it here)
 
@@ -53,6 +56,7 @@ class FakeService:
     async def call(self, fn: Callable[[Any], Awaitable[T]]) -> T:
         del fn  # answered here: an empty folder
         self.lists += 1
+        self.list_times.append(asyncio.get_running_loop().time())
         await asyncio.sleep(LIST_SECONDS)
         return models.SecretList(secrets=[])  # type: ignore[return-value]
 
@@ -61,6 +65,7 @@ class FakeService:
         self, project_id: str, register: Sequence[events.EventRegistration]
     ) -> AsyncIterator[AsyncIterator[events.StreamMessage]]:
         del project_id, register
+        self.subscribe_times.append(asyncio.get_running_loop().time())
         await asyncio.sleep(CONNECT_SECONDS)
         yield self._messages()
 
@@ -149,31 +154,40 @@ async def operator() -> AsyncIterator[Operator]:
     await op.stop()
 
 
-async def test_a_start_up_lists_each_scope_once_although_the_first_burst_reaches_a_new_scope_per_worker(
+def _first_lists_before_the_subscribe(service: FakeService) -> int:
+    """First lists (one per scope) that went out before the stream's first subscribe: only those
+    may have missed a change, so only those are listed again at the connect."""
+    subscribed = service.subscribe_times[0]
+    return sum(1 for t in service.list_times[:SCOPES] if t < subscribed)
+
+
+async def test_a_start_up_lists_again_only_what_was_listed_before_the_stream_subscribed(
     operator: Operator,
 ) -> None:
     await operator.start()
 
     assert operator.streaming.manager.open_streams == 1
-    assert operator.service.lists == SCOPES  # before the fix: SCOPES + one per worker, at least
+    early = _first_lists_before_the_subscribe(operator.service)  # here none: the fake subscribes at once
+    # Before the fix every list was stale at the connect: scopes listed after the subscribe twice.
+    assert operator.service.lists == SCOPES + early
 
 
 async def test_a_reconnect_later_still_makes_every_scope_of_the_stream_stale(operator: Operator) -> None:
     await operator.start()
-    assert operator.service.lists == SCOPES
+    first = operator.service.lists
 
     operator.service.drop()  # the service ends the stream; it reconnects (after a backoff)
     await asyncio.sleep(settings_mod.Settings().backoff_initial_seconds + 1.0)
     await operator.settle()
 
     # What changed while no stream was open is seen: every scope listed once more, once.
-    assert operator.service.lists == 2 * SCOPES
+    assert operator.service.lists == first + SCOPES
 
 
 async def test_a_stream_that_subscribes_long_after_its_scopes_were_listed_has_them_listed_again(
     operator: Operator,
 ) -> None:
-    operator.service.login_seconds = 3.0  # beyond the grace: the first lists may have missed changes
+    operator.service.login_seconds = 3.0  # the first lists all go out before the subscribe
     await operator.start()
     assert operator.service.lists == SCOPES
     await asyncio.sleep(operator.service.login_seconds)  # the stream connects
