@@ -206,7 +206,7 @@ def safe_metrics(op: OperatorProcess) -> str:
 
 # --- the environment ---------------------------------------------------------------------------------
 def seed_doc(
-    cp: cluster.ControlPlane, *, reviewer_token: str, secrets: list[dict[str, str]]
+    cp: cluster.ControlPlane, *, reviewer_token: str, secrets: list[dict[str, str]], audience: str = AUDIENCE
 ) -> dict[str, Any]:
     return {
         "organizations": [{"id": ORG_ID, "name": "Bench org", "slug": "bench-org"}],
@@ -229,7 +229,7 @@ def seed_doc(
                     host=cp.server,
                     ca_pem=cp.ca_pem,
                     reviewer_token=reviewer_token,
-                    audience=AUDIENCE,
+                    audience=audience,
                     accessTokenTTL=3600,
                     accessTokenMaxTTL=86400,
                 ),
@@ -269,8 +269,14 @@ def environment(
     run: RunInfo,
     devserver_args: Sequence[str] = (),
     keep: bool = False,
+    server_ignores_audience: bool = False,
 ) -> Iterator[Env]:
-    """A fresh control plane (CRDs, operator namespace, a cluster identity) and a seeded dev server."""
+    """A fresh control plane (CRDs, operator namespace, a cluster identity) and a seeded dev server.
+
+    ``server_ignores_audience``: the dev server reviews tokens without audiences (the
+    ``selfhosted-2024-10`` profile), so the cluster identity sends an apiserver-audience token
+    (``allowAPIServerAudience``, README's warning) and the seed allows no audience: the only way
+    Kubernetes auth logs in to such a server."""
     workdir = Path(tempfile.mkdtemp(prefix="secretferry-bench-"))
     cp = start_control_plane(workdir / "cp", run)
     try:
@@ -291,8 +297,12 @@ def environment(
                     "auth": {
                         "kubernetes": {
                             "identityId": IDENTITY_ID,
-                            "audiences": [AUDIENCE],
                             "serviceAccountRef": {"name": "bench-sa", "namespace": OPERATOR_NAMESPACE},
+                            **(
+                                {"audiences": [], "allowAPIServerAudience": True}
+                                if server_ignores_audience
+                                else {"audiences": [AUDIENCE]}
+                            ),
                         }
                     },
                 },
@@ -301,7 +311,12 @@ def environment(
         token = cp.reviewer_token(expiration_seconds=24 * 3600)
         log(f"control plane up; starting dev server with {len(secrets)} secrets")
         with run_dev_server(
-            seed=seed_doc(cp, reviewer_token=token, secrets=secrets),
+            seed=seed_doc(
+                cp,
+                reviewer_token=token,
+                secrets=secrets,
+                audience="" if server_ignores_audience else AUDIENCE,
+            ),
             data_dir=workdir / "devserver",
             extra_args=list(devserver_args),
         ) as service:

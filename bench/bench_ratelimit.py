@@ -129,7 +129,14 @@ async def run_case(n: int, s: int, args: argparse.Namespace, run: RunInfo) -> di
     if args.rate_limits:
         devserver_args += ["--rate-limits", args.rate_limits]
     r: dict[str, Any] = {"N": n, "S": s}
-    with environment(secrets=secrets, run=run, devserver_args=devserver_args, keep=args.keep) as env:
+    selfhosted = args.profile == "selfhosted-2024-10"  # its TokenReview ignores audiences
+    with environment(
+        secrets=secrets,
+        run=run,
+        devserver_args=devserver_args,
+        keep=args.keep,
+        server_ignores_audience=selfhosted,
+    ) as env:
         api = Api(env.cp)
         counts = Counts(env)
         try:
