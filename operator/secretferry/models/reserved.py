@@ -95,6 +95,9 @@ NO_RULES: Final = Rules()
 
 
 @functools.lru_cache(maxsize=8)  # one settings text per process; parsed once, read per write
+# Every target write checks the admin's list, which is one settings string for the process'
+# lifetime: parsed once, not per write (Rules is frozen, so sharing it is safe).
+@functools.lru_cache(maxsize=4)
 def parse_rules(text: str) -> Rules:
     """Comma-separated entries: a key (``example.com/owner``, ``team``) or a domain ending in
     ``/`` (``example.com/``: every key in it and its subdomains). ValueError names a bad entry."""
