@@ -1,6 +1,6 @@
 """Key rewriting under hostile regexps: what a tenant's rule list can cost the operator.
 
-Pure, no control plane: the same code the operator runs (reconcile/rewrite.py, RE2 through
+Pure, no control plane: the same code the operator runs (reconcile/rendering/rewrite.py, RE2 through
 google-re2, models/keyrewrite.py's options). For each hostile pattern:
 
 - RE2, one rule, on 253-character keys (the longest data key; three shapes: ``a…!``, ``a-a-…``,
@@ -25,7 +25,8 @@ import statistics
 import time
 
 from secretferry.models import keyrewrite
-from secretferry.reconcile import problems, rewrite
+from secretferry.reconcile import problems
+from secretferry.reconcile.rendering import rewrite
 
 HOSTILE = [
     r"(a+)+$",

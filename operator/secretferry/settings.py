@@ -162,7 +162,7 @@ class Settings(BaseSettings):
         " each attempt costs a login and a request.",
     )
 
-    # --- templates (rendered in worker processes; reconcile/renderpool.py) -----------------------
+    # --- templates (rendered in worker processes; reconcile/rendering/pool.py) -----------------------
     template_workers: int = Field(
         2,
         ge=1,

@@ -22,7 +22,8 @@ from secretferry import cli, convert
 from secretferry.convert import dispatch, identities, values
 from secretferry.kube import workloads
 from secretferry.models import base, identity, secretsync
-from secretferry.reconcile import templating, tenancy
+from secretferry.reconcile import tenancy
+from secretferry.reconcile.rendering import templating
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "infisical"
 MODELS: dict[str, Any] = {

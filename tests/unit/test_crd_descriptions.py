@@ -18,7 +18,8 @@ import yaml
 
 from secretferry import settings as settings_mod
 from secretferry.models import labels
-from secretferry.reconcile import templating, tenancy
+from secretferry.reconcile import tenancy
+from secretferry.reconcile.rendering import templating
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
 CRDS = {

@@ -10,7 +10,8 @@ import pytest
 
 from secretferry import settings as settings_mod
 from secretferry.backoff import Backoff
-from secretferry.reconcile import renderpool, streaming
+from secretferry.reconcile import streaming
+from secretferry.reconcile.rendering import pool as renderpool
 
 
 def test_the_deadline_must_be_above_the_cpu_limit() -> None:

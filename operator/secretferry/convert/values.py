@@ -2,7 +2,7 @@
 
 Templates: Infisical renders Go templates over a map of key -> {Value, SecretPath}; ours are Jinja
 in a sandbox where a fetched secret is a variable (``{{ DB_USER }}``) when its key is a name that
-shadows nothing, and always ``secrets["key"]`` (reconcile/templating.py). The lookups of a value,
+shadows nothing, and always ``secrets["key"]`` (reconcile/rendering/templating.py). The lookups of a value,
 ``{{ .KEY.Value }}`` and ``{{ (index . "key").Value }}``, convert exactly, with Go's ``{{-``/``-}}``
 trimming as Jinja's; anything else (functions, pipelines, ``.SecretPath``, conditions, loops) is
 reported, because a guess would render something else without saying so.

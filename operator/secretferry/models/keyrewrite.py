@@ -1,6 +1,6 @@
 """Key rewriting rules of a SecretSync source: data the tenant writes, never code we run blindly.
 
-Why these bounds make a rule list cheap whatever it says (reconcile/rewrite.py applies them):
+Why these bounds make a rule list cheap whatever it says (reconcile/rendering/rewrite.py applies them):
 
 - regexps are compiled by RE2 (google-re2), whose matching time is linear in the key's length
   for every pattern: no backtracking, so ``(a+)+$`` or ``(a|aa)*x`` cost what ``a`` costs.
@@ -49,7 +49,7 @@ _ONE_RULE = base.cel(
 
 
 def re2_options() -> re2.Options:
-    """The options every rewrite regexp is compiled with (also by reconcile/rewrite.py)."""
+    """The options every rewrite regexp is compiled with (also by reconcile/rendering/rewrite.py)."""
     options = re2.Options()
     options.log_errors = False  # RE2 would print the pattern to stderr; the error names it anyway
     options.max_mem = _MAX_PROGRAM_BYTES

@@ -28,7 +28,8 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from secretferry.models import base, labels, secretsync
-from secretferry.reconcile import problems, reasons, renderpool, rewrite, templating
+from secretferry.reconcile import problems, reasons
+from secretferry.reconcile.rendering import pool, rewrite, templating
 
 # The apiserver rejects Secrets and ConfigMaps whose data exceeds 1 MiB.
 MAX_DATA_BYTES: Final = 1024 * 1024
@@ -194,10 +195,10 @@ async def render_and_build(
     fetched: Sequence[FetchedSource],
     *,
     hmac_key: bytes,
-    renderer: renderpool.RenderPool,
+    renderer: pool.RenderPool,
 ) -> DesiredObject:
     """``build_desired``, with the templates (if any) rendered by ``renderer``: in a worker
-    process under CPU, memory and output limits, never on the event loop (renderpool.py)."""
+    process under CPU, memory and output limits, never on the event loop (pool.py)."""
     template = sync.spec.target.template
     if template is None or not template.data:
         return build_desired(sync, fetched, hmac_key=hmac_key, rendered={})

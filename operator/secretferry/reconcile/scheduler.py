@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from secretferry import metrics
-from secretferry.reconcile import fairness
+from secretferry.reconcile.rendering import fairness
 
 K = TypeVar("K", bound=Hashable)
 log = logging.getLogger(__name__)

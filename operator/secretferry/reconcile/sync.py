@@ -29,7 +29,6 @@ from secretferry.reconcile import (
     outcomes,
     problems,
     reasons,
-    renderpool,
     scheduler,
     state,
     sync_report,
@@ -39,6 +38,7 @@ from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import desired as desired_mod
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile import refresh as refresh_mod
+from secretferry.reconcile.rendering import pool
 from secretferry.service import auth
 from secretferry.service import errors as service_errors
 from secretferry.service import models as service_models
@@ -162,7 +162,7 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     try:
         async with wait:
             want = await desired_mod.render_and_build(
-                sync, fetched, hmac_key=deps.hmac_key, renderer=renderpool.shared(deps.settings)
+                sync, fetched, hmac_key=deps.hmac_key, renderer=pool.shared(deps.settings)
             )
     except problems.Problem as unrenderable:
         return await _failed(deps, entry, unrenderable), "render"

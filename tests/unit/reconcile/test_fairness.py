@@ -1,4 +1,4 @@
-"""secretferry.reconcile.fairness: who gets a freed slot (no timing involved: the order is the test)."""
+"""secretferry.reconcile.rendering.fairness: who gets a freed slot (the order is the test, no timing)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from secretferry.reconcile import fairness
+from secretferry.reconcile.rendering import fairness
 
 
 async def order_served(slots: int, arrivals: list[str]) -> list[str]:

@@ -1,10 +1,10 @@
-"""secretferry.reconcile.quarantine: which failures hold a template back, and for how long."""
+"""secretferry.reconcile.rendering.quarantine: which failures hold a template back, and for how long."""
 
 from __future__ import annotations
 
 import pytest
 
-from secretferry.reconcile import quarantine, templating
+from secretferry.reconcile.rendering import quarantine, templating
 
 TEMPLATES = {"k": "{{ X }}"}
 

@@ -1,4 +1,4 @@
-"""secretferry.reconcile.rewrite (and models/keyrewrite.py): key rewriting, table-tested.
+"""secretferry.reconcile.rendering.rewrite (and models/keyrewrite.py): key rewriting, table-tested.
 
 The hostile patterns below would never finish under Python's backtracking ``re`` on a 253-character
 key (``(a|aa)*x`` takes Fibonacci(253) steps); that they finish here at all is the proof that RE2
@@ -14,7 +14,8 @@ import pytest
 
 from secretferry import models
 from secretferry.models import errors, keyrewrite
-from secretferry.reconcile import desired, problems, reasons, rewrite
+from secretferry.reconcile import desired, problems, reasons
+from secretferry.reconcile.rendering import rewrite
 
 KEY = b"k" * 32
 

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from secretferry.reconcile import fairness
+from secretferry.reconcile.rendering import fairness
 from secretferry.reconcile.scheduler import Scheduler
 
 pytestmark = pytest.mark.looptime

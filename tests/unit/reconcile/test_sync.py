@@ -31,7 +31,6 @@ from secretferry.reconcile import (
     conditions,
     problems,
     reasons,
-    renderpool,
     rollouts,
     scheduler,
     state,
@@ -42,6 +41,7 @@ from secretferry.reconcile import (
 )
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile.rendering import pool as renderpool
 from secretferry.service import auth, client, fetcher, pacing, scopes
 
 pytestmark = pytest.mark.looptime

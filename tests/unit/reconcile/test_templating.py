@@ -1,4 +1,4 @@
-"""secretferry.reconcile.templating: sandboxed rendering and value-free error messages."""
+"""secretferry.reconcile.rendering.templating: sandboxed rendering and value-free error messages."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from secretferry.reconcile import templating
+from secretferry.reconcile.rendering import templating
 
 SECRETS = {
     "DB_USER": "bob",

@@ -1,4 +1,4 @@
-"""secretferry.reconcile.renderpool: templates in worker processes under CPU, memory, output and
+"""secretferry.reconcile.rendering.pool: templates in worker processes under CPU, memory, output and
 wall-clock limits; real child processes, the wall clock replaced by deadlines the test fires."""
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ import pytest
 import pytest_asyncio
 
 from secretferry import models
-from secretferry.reconcile import desired, problems, quarantine, reasons, renderpool, renderworker, templating
+from secretferry.reconcile import desired, problems, reasons
+from secretferry.reconcile.rendering import pool as renderpool
+from secretferry.reconcile.rendering import quarantine, templating
+from secretferry.reconcile.rendering import worker as renderworker
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -174,7 +177,7 @@ async def test_a_memory_bomb_stops_at_the_memory_limit(fresh: renderpool.RenderP
 # A stand-in worker: ready, reads a request, reports its second key, exits with ``code``.
 FAKE_WORKER = """
 import os, sys
-from secretferry.reconcile import renderworker as w
+from secretferry.reconcile.rendering import worker as w
 out = sys.stdout.buffer
 out.write(w.FRAME.pack(w.READY, 0)); out.flush()
 (n,) = w.REQUEST.unpack(sys.stdin.buffer.read(w.REQUEST.size)); sys.stdin.buffer.read(n)

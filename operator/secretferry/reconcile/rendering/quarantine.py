@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from secretferry import backoff
-from secretferry.reconcile import templating
+from secretferry.reconcile.rendering import templating
 
 # Long enough that a bomb reading a scope that changes every second renders about once in ten
 # changes at first; 5 minutes is the default refresh interval, the longest anyone waits anyway.

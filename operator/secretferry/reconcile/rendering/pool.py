@@ -1,7 +1,7 @@
 """Templates rendered off the event loop, in a small pool of worker processes with hard limits.
 
 A template is code a namespace user wrote; rendered on the event loop, one bomb stalled every
-SecretSync in the cluster and failed the liveness probe. Here it runs in a ``renderworker`` child
+SecretSync in the cluster and failed the liveness probe. Here it runs in a ``worker`` child
 under a CPU-time, a memory and an output limit, and under a wall-clock deadline the parent keeps:
 past it the child is killed and another one started. The event loop only writes a request to a
 pipe and awaits frames.
@@ -10,7 +10,7 @@ pipe and awaits frames.
       ├─ quarantine: templates that hit a costly limit answer the same for a while (10 s … 5 min)
       ├─ fairness.FairSlots: no namespace holds every worker, and a free worker goes to the
       │  waiting namespace served least recently: one namespace's bombs leave a worker to the rest
-      └─ renderchild.Child: one worker process; request in, frames out, under the deadline
+      └─ child.Child: one worker process; request in, frames out, under the deadline
 
 Why long-lived children, started on first use: a start costs ~0.15 s of CPU, a round trip a
 fraction of a millisecond (~0.2 ms measured); and an operator whose SecretSyncs have no
@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from secretferry import logfields
 from secretferry import settings as settings_mod
-from secretferry.reconcile import fairness, quarantine, renderchild, templating
+from secretferry.reconcile.rendering import child, fairness, quarantine, templating
 
 log = logging.getLogger(__name__)
 
-Limits = renderchild.Limits
+Limits = child.Limits
 
 
 def limits_from(settings: settings_mod.Settings) -> Limits:
@@ -56,18 +56,18 @@ class RenderPool:
         limits: Limits,
         *,
         workers: int,
-        deadline: renderchild.Deadline = asyncio.timeout,
+        deadline: child.Deadline = asyncio.timeout,
         clock: Callable[[], float] = time.monotonic,
         command: Sequence[str] | None = None,
     ) -> None:
         self.limits = limits
         self._deadline = deadline
-        self._command = list(command) if command is not None else renderchild.command()
+        self._command = list(command) if command is not None else child.command()
         self._size = workers
         self._slots = fairness.FairSlots(workers)
         self._quarantine = quarantine.Quarantine(clock=clock)
-        self._idle: list[renderchild.Child] = []
-        self._busy: set[renderchild.Child] = set()
+        self._idle: list[child.Child] = []
+        self._busy: set[child.Child] = set()
         self._spares: set[asyncio.Task[None]] = set()
         self._closed = False
         self.requests = 0
@@ -127,7 +127,7 @@ class RenderPool:
         idle, self._idle = self._idle, []
         await asyncio.gather(*(w.stop() for w in [*idle, *self._busy]))
 
-    async def _checkout(self, first_key: str) -> renderchild.Child:
+    async def _checkout(self, first_key: str) -> child.Child:
         """An idle worker, else the spare being started, else a new one (the slot guarantees
         that busy + idle + starting stays within ``workers``)."""
         while not self._idle and self._spares:
@@ -140,13 +140,13 @@ class RenderPool:
         self.requests += 1
         return worker
 
-    async def _start_or_none(self) -> renderchild.Child | None:
+    async def _start_or_none(self) -> child.Child | None:
         try:
             return await self._start()
-        except renderchild.Unavailable:
+        except child.Unavailable:
             return None
 
-    def _checkin(self, worker: renderchild.Child) -> None:
+    def _checkin(self, worker: child.Child) -> None:
         self._busy.discard(worker)
         if self._closed:
             return
@@ -161,18 +161,18 @@ class RenderPool:
             spare.add_done_callback(self._spares.discard)
 
     async def _spare(self) -> None:
-        with contextlib.suppress(renderchild.Unavailable):
+        with contextlib.suppress(child.Unavailable):
             worker = await self._start()
             if self._closed or len(self._idle) + len(self._busy) >= self._size:
                 await worker.stop()
             else:
                 self._idle.append(worker)
 
-    async def _start(self) -> renderchild.Child:
+    async def _start(self) -> child.Child:
         command = [*self._command, self.limits.worker_config()]
         try:
-            return await renderchild.Child.start(command, limits=self.limits, deadline=self._deadline)
-        except renderchild.Unavailable as exc:
+            return await child.Child.start(command, limits=self.limits, deadline=self._deadline)
+        except child.Unavailable as exc:
             log.error("the template worker could not start (%s)", exc.why)
             raise
 

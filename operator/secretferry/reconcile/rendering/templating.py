@@ -6,7 +6,7 @@ template streams. Every secret is a variable when its key is a Python identifier
 nothing (``{{ DB_USER }}``), and every secret is in the ``secrets`` dict (``{{ secrets["db-user"] }}``).
 
 These bounds only make the common bombs fail fast. What bounds every template (CPU time, memory,
-wall clock) is the worker process the operator renders in (``renderpool`` / ``renderworker``);
+wall clock) is the worker process the operator renders in (``pool`` / ``worker``);
 ``render`` here is what runs inside it.
 
 Error messages are built here from template names, key names and exception class names only:
@@ -148,7 +148,7 @@ def render(
     each template streams, so a loop that prints forever stops at the budget, not at the end).
     ``on_key`` is told each key before it renders (the worker reports progress with it).
     In-process and unbounded in CPU and memory: the operator calls this inside a worker process
-    (``renderpool``), never on its event loop.
+    (``pool``), never on its event loop.
     """
     context = context_for(secrets)
     rendered: dict[str, str] = {}

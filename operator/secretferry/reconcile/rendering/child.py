@@ -1,4 +1,4 @@
-"""The parent's handle on one template worker process (``renderworker`` is the child's side).
+"""The parent's handle on one template worker process (``worker`` is the child's side).
 
 ``Child.start`` runs the worker and waits for its READY frame; ``Child.render`` writes one request
 and reads the frames of its answer under the wall-clock deadline. How a render ended becomes a
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from secretferry.reconcile import renderworker, templating
+from secretferry.reconcile.rendering import templating, worker
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +63,10 @@ def command() -> list[str]:
     """The child's command line, minus its JSON limits. ``-I``: no environment variables, user
     site or working directory decide what the child imports; the package's own directory is
     put on its path explicitly, so that an install from source works as well as a wheel."""
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     bootstrap = (
         f"import sys; sys.path.insert(0, {root!r}); "
-        "from secretferry.reconcile import renderworker; renderworker.main(sys.argv[1:])"
+        "from secretferry.reconcile.rendering import worker; worker.main(sys.argv[1:])"
     )
     return [sys.executable, "-I", "-B", "-c", bootstrap]
 
@@ -80,7 +80,7 @@ class Unavailable(Exception):
 
 
 class Child:
-    """One ``renderworker`` process; ``render`` is one request and its answer, under the deadline."""
+    """One ``worker`` process; ``render`` is one request and its answer, under the deadline."""
 
     def __init__(self, proc: asyncio.subprocess.Process, limits: Limits) -> None:
         self.proc = proc
@@ -93,21 +93,21 @@ class Child:
         proc = await asyncio.create_subprocess_exec(
             *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env
         )
-        worker = cls(proc, limits)
+        started = cls(proc, limits)
         try:
             async with deadline(_STARTUP_SECONDS):
-                kind, _ = await worker._frame()
+                kind, _ = await started._frame()
         except (asyncio.IncompleteReadError, TimeoutError, _ProtocolError):
             kind = b""
         except BaseException:  # cancelled while it started: it must not outlive the request
-            worker.kill()
+            started.kill()
             raise
-        if kind != renderworker.READY:
-            worker.kill()
+        if kind != worker.READY:
+            started.kill()
             code = await proc.wait()
             raise Unavailable(_describe_exit(code))
         log.debug("template worker %d started", proc.pid)
-        return worker
+        return started
 
     @property
     def pid(self) -> int:
@@ -144,22 +144,22 @@ class Child:
         rendered: dict[str, str] = {}
         received = 0  # bytes of values: the child bounds them, and so does the parent
         try:
-            self.proc.stdin.write(renderworker.REQUEST.pack(len(body)) + body)
+            self.proc.stdin.write(worker.REQUEST.pack(len(body)) + body)
             await self.proc.stdin.drain()
             while True:
                 kind, payload = await self._frame()
-                if kind == renderworker.KEY:
+                if kind == worker.KEY:
                     progress.append(payload.decode())
-                elif kind == renderworker.VALUE:
+                elif kind == worker.VALUE:
                     received += len(payload)
                     if received > self.limits.max_output_bytes + _SMALL_FRAME_BYTES:
                         raise _ProtocolError
-                    (length,) = renderworker.KEY_LENGTH.unpack_from(payload)
+                    (length,) = worker.KEY_LENGTH.unpack_from(payload)
                     key = payload[2 : 2 + length].decode()
                     rendered[key] = payload[2 + length :].decode()
-                elif kind == renderworker.DONE:
+                elif kind == worker.DONE:
                     return rendered
-                elif kind == renderworker.ERROR:
+                elif kind == worker.ERROR:
                     error = json.loads(payload)
                     return templating.TemplateRenderError(
                         error["key"], error["message"], limit=error["limit"]
@@ -175,11 +175,11 @@ class Child:
         return self._exit_error(progress[-1], code)
 
     def _exit_error(self, key: str, code: int) -> templating.TemplateRenderError:
-        if code == renderworker.EXIT_CPU:
-            message = renderworker.cpu_message(self.limits.cpu_seconds)
+        if code == worker.EXIT_CPU:
+            message = worker.cpu_message(self.limits.cpu_seconds)
             return templating.TemplateRenderError(key, message, limit="cpu")
-        if code == renderworker.EXIT_MEMORY:
-            message = renderworker.memory_message(self.limits.memory_bytes)
+        if code == worker.EXIT_MEMORY:
+            message = worker.memory_message(self.limits.memory_bytes)
             return templating.TemplateRenderError(key, message, limit="memory")
         log.warning("template worker %d stopped unexpectedly (%s)", self.pid, _describe_exit(code))
         message = f"the template worker stopped unexpectedly ({_describe_exit(code)})"
@@ -187,8 +187,8 @@ class Child:
 
     async def _frame(self) -> tuple[bytes, bytes]:
         assert self.proc.stdout is not None
-        header = await self.proc.stdout.readexactly(renderworker.FRAME.size)
-        kind, length = renderworker.FRAME.unpack(header)
+        header = await self.proc.stdout.readexactly(worker.FRAME.size)
+        kind, length = worker.FRAME.unpack(header)
         if length > self.limits.max_output_bytes + _SMALL_FRAME_BYTES:
             raise _ProtocolError
         return kind, await self.proc.stdout.readexactly(length)

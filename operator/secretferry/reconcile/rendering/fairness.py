@@ -1,6 +1,6 @@
 """Slots and queues shared fairly between tenants (namespaces).
 
-``FairSlots``, for the template workers (renderpool.py), follows two rules:
+``FairSlots``, for the template workers (pool.py), follows two rules:
 
 - **No tenant holds every slot** (with two or more): at most ``size - 1`` each, so a namespace
   whose templates all run into their limits leaves a worker free for everyone else, who then

@@ -1,4 +1,4 @@
-"""The template worker: a child process that renders templates for ``renderpool`` under hard limits.
+"""The template worker: a child process that renders templates for ``pool`` under hard limits.
 
 Why a process of its own: a template is code written by a namespace user. On the event loop, one
 with two nested loops stalled every SecretSync in the cluster for a minute and failed the
@@ -76,7 +76,7 @@ def main(argv: Sequence[str]) -> None:
     config = json.loads(argv[0])
     _harden(parent_pid=int(config["parent_pid"]))
     # Imported before the memory limit: the limit is on top of what Jinja needs.
-    from secretferry.reconcile import templating
+    from secretferry.reconcile.rendering import templating
 
     config["baseline_bytes"] = _limit_memory(int(config["memory_bytes"]))
     signal.signal(signal.SIGPROF, _on_sigprof)

@@ -1,0 +1,16 @@
+"""secretferry.reconcile.rendering — from fetched values to the data a target holds.
+
+Everything between "the service answered" and "this is the Secret we want" that computes over
+values, and so must stay bounded whatever a tenant writes::
+
+    rewrite      key rewriting rules (RE2, bounded), applied before templates; collisions named
+    templating   the Jinja sandbox: filters, limits, value-free error messages
+    pool         templates rendered off the event loop in worker processes (the shared pool)
+    child        the parent's handle on one worker process: request in, frames out, deadline
+    worker       the worker process itself (CPU, memory and output limits, niced)
+    quarantine   which failures hold a template back, and for how long
+    fairness     who gets a freed slot: the namespace served least recently
+
+Import direction (import-linter, "Layers inside reconcile"): pool → child/quarantine/fairness →
+worker → templating. ``desired`` (one level up) is the only caller of the pool and of rewrite.
+"""
