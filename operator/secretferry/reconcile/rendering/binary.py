@@ -15,14 +15,15 @@ How each strategy decides (the README, "Binary values", says the same):
   4n+1 data characters, or padding in the middle: not valid (DecodingFailed).
 - ``Base64URL``: the same with the URL alphabet (``-`` and ``_`` instead of ``+`` and ``/``).
 - ``Auto``: a value is decoded only when it is, exactly as stored (no whitespace, nothing
-  ignored), the canonical encoding of some bytes: first as padded standard base64 (length a
-  multiple of 4), else as base64url with or without padding. Canonical: encoding the decoded
-  bytes again gives back the value character for character (so the unused low bits of the last
-  character are zero). Anything else, and the empty value, is kept as it is; Auto never fails.
-  Caveat, as with ESO's Auto: a plain value can look like base64 — ``test``, ``password`` or any
-  word of 4n letters and digits is canonical base64 and would be decoded. Use Auto only for
-  sources whose values are all either base64 or clearly not (with ``=``, spaces, punctuation);
-  prefer Base64 for the keys that need it (``decoding`` rules).
+  ignored), the canonical padded encoding of some bytes: its length a multiple of 4 (padding
+  included, as ESO's Auto requires: Go's StdEncoding, then URLEncoding), first in the standard
+  alphabet, else in the URL alphabet. Canonical: encoding the decoded bytes again gives back
+  the value character for character (the unused low bits of the last character are zero).
+  Anything else, and the empty value, is kept as it is; Auto never fails. Caveat, as with ESO's
+  Auto: a plain value can look like base64 — ``test``, ``password`` or any word of 4n letters
+  and digits is canonical base64 and would be decoded. Use Auto only for sources whose values
+  are all either base64 or clearly not; prefer Base64 for the keys that need it (``decoding``
+  rules). Unpadded base64url (JWT parts) is never taken by Auto: Base64URL decodes it.
 """
 
 from __future__ import annotations
@@ -76,17 +77,15 @@ def decode_base64(text: str, *, urlsafe: bool) -> bytes | None:
 
 def decode_auto(text: str) -> bytes | None:
     """The bytes ``text`` canonically encodes (Auto rules above), or None: keep it as it is."""
-    if not text:
+    if not text or len(text) % 4 != 0:
         return None
-    if len(text) % 4 == 0:
-        data = decode_base64(text, urlsafe=False)
-        if data is not None and base64.b64encode(data).decode() == text:
-            return data
+    data = decode_base64(text, urlsafe=False)
+    if data is not None and base64.b64encode(data).decode() == text:
+        return data
     data = decode_base64(text, urlsafe=True)
-    if data is None:
-        return None
-    encoded = base64.urlsafe_b64encode(data).decode()
-    return data if text in (encoded, encoded.rstrip("=")) else None
+    if data is not None and base64.urlsafe_b64encode(data).decode() == text:
+        return data
+    return None
 
 
 def decode(text: str, strategy: Strategy) -> Value | None:
