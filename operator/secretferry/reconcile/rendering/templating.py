@@ -188,7 +188,9 @@ class _BinarySink:
         if self.budget < 0:
             raise _OutputLimit
         self.values.append(bytes_of(value))
-        return self.placeholder(len(self.values) - 1)
+        placeholder = self.placeholder(len(self.values) - 1)
+        self.budget += len(placeholder)  # counted as output text next, but it stands for the bytes
+        return placeholder
 
 
 _SINK: Final[contextvars.ContextVar[_BinarySink | None]] = contextvars.ContextVar("sink", default=None)
