@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from secretferry.models import base, keyrewrite, labels, reserved
+from secretferry.models import base, keydecoding, keyrewrite, labels, reserved
 
 SECRET_SYNC_KIND: Final = "SecretSync"
 
@@ -170,6 +170,16 @@ class Source(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT)):
     to every key, before templates see them (at most 32), e.g. ``[{from: DB_PASSWORD, to:
     password}, {stripPrefix: APP_}, {regexp: {source: "-", target: "_"}}, {transform: Lower}]``.
     Two keys renamed to the same name stop the sync (KeyCollision); nothing is written."""
+    decoding_strategy: keydecoding.DecodingStrategy = "None"
+    """How this source's values are decoded before templates see them and the target holds them:
+    ``None`` (default, as they are), ``Base64``, ``Base64URL`` (decoded to bytes; a value that is
+    not valid stops the sync: DecodingFailed) or ``Auto`` (decoded when the value is canonical
+    base64 or base64url, else kept as it is; a plain word such as ``password`` is canonical
+    base64 too: README, "Binary values"). Applied after rewrite; decoded bytes that are not UTF-8
+    go into the Secret's data as they are (a ConfigMap's binaryData)."""
+    decoding: list[keydecoding.DecodingRule] = Field(default_factory=list, max_length=keydecoding.MAX_RULES)
+    """Per-key strategies overriding decodingStrategy (at most 32), the first rule whose glob matches
+    the key (as rewrite left it) wins, e.g. ``[{keys: "*.p12", strategy: Base64}]``."""
 
     @model_validator(mode="after")
     def _one_project(self) -> Self:
@@ -190,10 +200,13 @@ class Template(base.CRModel):
     """Target key -> Jinja2 template, e.g.
     ``DATABASE_URL: "postgres://{{ DB_USER }}:{{ secrets['db-pass'] | urlencode }}@db:5432/app"``.
     A template sees each fetched secret as a variable when its key is an identifier, all of them in
-    the dict ``secrets``, and Jinja's filters plus b64enc, b64dec, tojson and fromjson; an undefined
-    name is an error. It runs in Jinja's immutable sandbox in a
-    worker process limited (operator defaults) to 1 s CPU, 64 MiB memory, 5 s wall clock and 1 MiB
-    output for all keys together, with range() capped at 10,000 items (over a limit: TemplateError)."""
+    the dict ``secrets``, and Jinja's filters plus b64enc, b64dec, b64dec_bytes, tojson and fromjson;
+    an undefined name is an error. A value that is bytes, not UTF-8 text (decodingStrategy), is an
+    opaque binary value: ``b64enc`` makes base64 text of it, and a template whose whole output is
+    one binary value (``{{ KEYSTORE }}``, ``{{ KEYSTORE_B64 | b64dec_bytes }}``) writes its bytes.
+    It runs in Jinja's immutable sandbox in a worker process limited (operator defaults) to 1 s
+    CPU, 64 MiB memory, 5 s wall clock and 1 MiB output for all keys together, with range() capped
+    at 10,000 items (over a limit: TemplateError)."""
     include_all: bool = False
     """Also write every fetched key as it is, templated keys overriding them. Default false: only the
     templated keys are written."""

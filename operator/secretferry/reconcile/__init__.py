@@ -38,8 +38,8 @@ What the pass decides with, and keeps::
     scheduler        the work queue: dedup, live before backlog, bounded workers
     slim tenancy     compact kept bodies; namespace tenancy rules
     template_trust   who may make the operator compute over values (templates' opt-in)
-    rendering/       key rewriting and template rendering: in child processes, isolated and
-                     fair (its own package; see rendering/__init__.py)
+    rendering/       key rewriting, value decoding (binary values) and template rendering:
+                     in child processes, isolated and fair (its own package; rendering/__init__.py)
 
 Where does a change go::
 

@@ -5,9 +5,16 @@ secrets; then each source in ``spec.sources`` order; then templated keys.
 
 Per source, in this order: imports and own secrets merged; ``includeKeys`` / ``excludeKeys``
 filter them (by the names at the service); the source's ``rewrite`` rules rename the keys left,
-in rule order (rewrite.py; two keys renamed to one name: KeyCollision). Then the sources are
-merged by the new names, later sources overriding earlier ones, and templates see the merged,
-rewritten keys; the data-key check (InvalidKey) applies to the final names.
+in rule order (rewrite.py; two keys renamed to one name: KeyCollision); then the values are
+decoded by the source's ``decodingStrategy`` and ``decoding`` rules, whose globs match the new
+names (decoding.py; a value an explicit Base64/Base64URL cannot decode: DecodingFailed). Then
+the sources are merged by the new names, later sources overriding earlier ones, and templates
+see the merged, rewritten, decoded values; the data-key check (InvalidKey) applies to the final
+names.
+
+Values are text, or bytes when decoded (or rendered) bytes are not UTF-8 text (rendering/binary.py):
+a Secret holds either as its bytes, a ConfigMap puts bytes into ``binaryData``, and the data HMAC
+covers the bytes (``data_hmac``).
 
 Failures raise a ``problems.Problem`` (not retriable: only an edit fixes them) whose message
 names keys and template keys, never values.
@@ -29,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 
 from secretferry.models import base, labels, secretsync
 from secretferry.reconcile import problems, reasons
-from secretferry.reconcile.rendering import pool, rewrite, templating
+from secretferry.reconcile.rendering import binary, decoding, pool, rewrite, templating
 
 # The apiserver rejects Secrets and ConfigMaps whose data exceeds 1 MiB.
 MAX_DATA_BYTES: Final = 1024 * 1024
@@ -97,8 +104,9 @@ class DesiredObject(BaseModel):
     """Secret type; None for ConfigMaps and for creationPolicy Merge (the existing type stays)."""
     labels: dict[str, str]
     annotations: dict[str, str]
-    string_data: dict[str, str]
-    """Key -> value, keys sorted. With creationPolicy Merge: only our keys."""
+    string_data: dict[str, str | bytes]
+    """Key -> value, keys sorted: text, or bytes for a value that is not UTF-8 text (decoded
+    binary; rendering/binary.py). With creationPolicy Merge: only our keys."""
     data_hmac: str
     owner: OwnerReference | None
     creation_policy: secretsync.CreationPolicy
@@ -107,7 +115,8 @@ class DesiredObject(BaseModel):
     """The SecretSync's name: what a Merge target's merge-from annotation must list."""
 
     def manifest(self) -> dict[str, Any]:
-        """The body to server-side apply (Secret values base64-encoded in ``data``)."""
+        """The body to server-side apply: a Secret's values base64-encoded in ``data``; a ConfigMap's
+        text in ``data`` and its bytes base64-encoded in ``binaryData`` (only when there are any)."""
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if self.labels:
             metadata["labels"] = dict(self.labels)
@@ -119,16 +128,33 @@ class DesiredObject(BaseModel):
         if self.kind == "Secret":
             if self.type is not None:
                 body["type"] = self.type
-            body["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in self.string_data.items()}
-        else:
-            body["data"] = dict(self.string_data)
+            body["data"] = {
+                k: base64.b64encode(binary.as_bytes(v)).decode() for k, v in self.string_data.items()
+            }
+            return body
+        body["data"] = {k: v for k, v in self.string_data.items() if isinstance(v, str)}
+        raw = {k: base64.b64encode(v).decode() for k, v in self.string_data.items() if isinstance(v, bytes)}
+        if raw:
+            body["binaryData"] = raw
         return body
 
 
-def data_hmac(data: Mapping[str, str], key: bytes) -> str:
-    """Keyed HMAC-SHA256 (hex) over a canonical encoding of ``data``: order-independent, unambiguous."""
-    canonical = json.dumps(sorted(data.items()), ensure_ascii=False, separators=(",", ":"))
+def data_hmac(data: Mapping[str, str | bytes], key: bytes) -> str:
+    """Keyed HMAC-SHA256 (hex) over a canonical encoding of ``data``: order-independent, unambiguous.
+
+    Over the bytes each value stands for: text as itself (so text-only data keeps the HMAC it had
+    before binary values), bytes that are UTF-8 as that text, other bytes as ``{"base64": ...}``,
+    which no text value can be."""
+    items = sorted((k, _canonical(v)) for k, v in data.items())
+    canonical = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
     return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()
+
+
+def _canonical(value: str | bytes) -> str | dict[str, str]:
+    if isinstance(value, str):
+        return value
+    text = binary.normalize(value)
+    return text if isinstance(text, str) else {"base64": base64.b64encode(text).decode()}
 
 
 # Names what the derived key is for, so no other HMAC under the operator's key can equal one.
@@ -174,19 +200,23 @@ def _matches(key: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(key, p) for p in patterns)
 
 
-def merge_sources(sources: Sequence[secretsync.Source], fetched: Sequence[FetchedSource]) -> dict[str, str]:
-    """All fetched secrets, filtered and rewritten per source, in precedence order (see the module
-    docstring). Raises ``problems.Problem`` for a rewrite that collides or makes a bad name."""
+def merge_sources(
+    sources: Sequence[secretsync.Source], fetched: Sequence[FetchedSource]
+) -> dict[str, binary.Value]:
+    """All fetched secrets, filtered, rewritten and decoded per source, in precedence order (see the
+    module docstring). Raises ``problems.Problem`` for a rewrite that collides or makes a bad name,
+    and for a value that does not decode."""
     if len(sources) != len(fetched):
         raise ValueError(f"fetched {len(fetched)} sources for {len(sources)} spec.sources entries")
-    merged: dict[str, str] = {}
+    merged: dict[str, binary.Value] = {}
     for index, (source, result) in enumerate(zip(sources, fetched, strict=True)):
         one: dict[str, str] = {}
         for imported in result.imported:
             one.update(imported)
         one.update(result.direct)
         selected = select_keys(one, include=source.include_keys, exclude=source.exclude_keys)
-        merged.update(rewrite.rewrite_keys(selected, source.rewrite, source_index=index))
+        renamed = rewrite.rewrite_keys(selected, source.rewrite, source_index=index)
+        merged.update(decoding.decode_values(renamed, source, source_index=index))
     return merged
 
 
@@ -217,7 +247,7 @@ def build_desired(
     fetched: Sequence[FetchedSource],
     *,
     hmac_key: bytes,
-    rendered: Mapping[str, str] | None = None,
+    rendered: Mapping[str, binary.Value] | None = None,
 ) -> DesiredObject:
     """The target object for ``sync`` given one FetchedSource per ``spec.sources`` entry.
 
@@ -258,12 +288,16 @@ def build_desired(
 
 
 def _render(
-    template: secretsync.Template | None, secrets: Mapping[str, str], done: Mapping[str, str] | None
-) -> dict[str, str]:
+    template: secretsync.Template | None,
+    secrets: Mapping[str, binary.Value],
+    done: Mapping[str, binary.Value] | None,
+) -> dict[str, binary.Value]:
     if template is None:
         return dict(secrets)
     try:
-        rendered = dict(done) if done is not None else templating.render(template.data, secrets)
+        rendered: dict[str, binary.Value] = (
+            dict(done) if done is not None else templating.render(template.data, secrets)
+        )
     except templating.TemplateRenderError as exc:
         failure = str(exc)
     else:
@@ -272,7 +306,7 @@ def _render(
     raise problems.Problem(reasons.TEMPLATE_ERROR, failure)
 
 
-def _check_keys(data: Mapping[str, str]) -> None:
+def _check_keys(data: Mapping[str, binary.Value]) -> None:
     bad = sorted(k for k in data if not secretsync.is_data_key(k))
     if bad:
         raise problems.Problem(
@@ -283,7 +317,7 @@ def _check_keys(data: Mapping[str, str]) -> None:
         )
 
 
-def _check_type(secret_type: str, data: Mapping[str, str]) -> None:
+def _check_type(secret_type: str, data: Mapping[str, binary.Value]) -> None:
     missing = [k for k in _REQUIRED_ALL.get(secret_type, ()) if k not in data]
     if missing:
         raise problems.Problem(
@@ -300,7 +334,9 @@ def _check_type(secret_type: str, data: Mapping[str, str]) -> None:
             reasons.INVALID_SECRET_TYPE, f"type {secret_type} needs a non-empty {required}"
         )
     json_key = _JSON_KEYS.get(secret_type)
-    if json_key is not None and not is_go_json_object(data[json_key]):
+    json_value = data[json_key] if json_key is not None else ""
+    # Bytes here are not UTF-8, which Go's JSON refuses (Python's would guess UTF-16 or -32).
+    if json_key is not None and (isinstance(json_value, bytes) or not is_go_json_object(json_value)):
         raise problems.Problem(
             reasons.INVALID_SECRET_TYPE,
             f"{json_key} must hold a JSON object (strict JSON: no NaN or Infinity, numbers within"
@@ -333,8 +369,8 @@ def _finite(literal: str) -> float:
     return number
 
 
-def _check_size(data: Mapping[str, str]) -> None:
-    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+def _check_size(data: Mapping[str, binary.Value]) -> None:
+    size = sum(len(k) + len(binary.as_bytes(v)) for k, v in data.items())
     if size > MAX_DATA_BYTES:
         raise problems.Problem(
             reasons.TARGET_TOO_LARGE, f"data is {size} bytes; the limit is {MAX_DATA_BYTES}"

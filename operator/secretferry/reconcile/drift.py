@@ -1,6 +1,8 @@
 """Does the target need a write? A chain of small pure checks over (desired, actual).
 
-``actual`` is the object as read from the apiserver (Secret ``data`` base64-encoded), or None. Each
+``actual`` is the object as read from the apiserver (Secret ``data`` base64-encoded; a ConfigMap's
+text in ``data`` and its bytes base64-encoded in ``binaryData``), or None. Values are compared
+as the bytes they stand for (rendering/binary.py), so text and binary values alike. Each
 check returns a reason or None; the first reason wins. Labels and annotations are compared as
 subsets: other controllers and people may add their own, and that is not drift.
 
@@ -26,6 +28,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
 from secretferry.reconcile.desired import DesiredObject
+from secretferry.reconcile.rendering import binary
 
 MISSING: Final = "missing"
 TYPE_CHANGED: Final = "type-changed"  # immutable: delete and recreate, if guards.py allows it
@@ -37,18 +40,28 @@ OWNER_MISSING: Final = "owner-missing"
 Actual = Mapping[str, Any]
 
 
-def actual_data(actual: Actual) -> dict[str, str | None]:
-    """The target's data as text; a value that is not base64 UTF-8 text reads as None (so: differs)."""
+def actual_data(actual: Actual) -> dict[str, bytes | None]:
+    """The target's data as bytes (a ConfigMap's ``binaryData`` too); a value that is not valid
+    base64 reads as None (so: differs)."""
     raw: Mapping[str, str] = actual.get("data") or {}
     if actual.get("kind", "Secret") == "ConfigMap":
-        return dict(raw)
+        binary_data: Mapping[str, str] = actual.get("binaryData") or {}
+        return {
+            **{key: _decode(value) for key, value in binary_data.items()},
+            **{key: value.encode() for key, value in raw.items()},
+        }
     return {key: _decode(value) for key, value in raw.items()}
 
 
-def _decode(value: str) -> str | None:
+def actual_keys(actual: Actual) -> set[str]:
+    """Every key the target holds (a ConfigMap's ``binaryData`` keys too)."""
+    return set(actual.get("data") or {}) | set(actual.get("binaryData") or {})
+
+
+def _decode(value: str) -> bytes | None:
     try:
-        return base64.b64decode(value, validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
+        return base64.b64decode(value, validate=True)
+    except binascii.Error:
         return None
 
 
@@ -71,7 +84,7 @@ def keys_to_remove(
     """Keys present in the target that the next write must drop (see the module docstring)."""
     if actual is None:
         return set()
-    extra = set(actual.get("data") or {}) - set(desired.string_data)
+    extra = actual_keys(actual) - set(desired.string_data)
     if desired.creation_policy == "Merge":
         return extra & set(previously_synced) if desired.deletion_policy == "Delete" else set()
     return extra if desired.deletion_policy == "Delete" else extra - set(previously_synced)
@@ -83,7 +96,7 @@ def retained_keys(
     """Previously synced keys that stay in the target although no longer desired (Retain)."""
     if actual is None:
         return set()
-    extra = set(actual.get("data") or {}) - set(desired.string_data)
+    extra = actual_keys(actual) - set(desired.string_data)
     return (extra & set(previously_synced)) - keys_to_remove(desired, actual, previously_synced)
 
 
@@ -95,11 +108,20 @@ def _type(desired: DesiredObject, actual: Actual, _: Collection[str]) -> str | N
 
 def _data(desired: DesiredObject, actual: Actual, previously_synced: Collection[str]) -> str | None:
     current = actual_data(actual)
-    if any(current.get(key) != value for key, value in desired.string_data.items()):
+    if any(current.get(key) != binary.as_bytes(value) for key, value in desired.string_data.items()):
+        return DATA_CHANGED
+    if desired.kind == "ConfigMap" and _moved(desired, actual):
         return DATA_CHANGED
     if keys_to_remove(desired, actual, previously_synced):
         return DATA_CHANGED
     return None
+
+
+def _moved(desired: DesiredObject, actual: Actual) -> bool:
+    """A ConfigMap value in the other map than it belongs in (text in ``binaryData``, bytes in
+    ``data``): the same bytes, yet a write is due to put it where readers of text look."""
+    text = actual.get("data") or {}
+    return any((key in text) != isinstance(value, str) for key, value in desired.string_data.items())
 
 
 def _subset(wanted: Mapping[str, str], present: Mapping[str, str] | None) -> bool:

@@ -45,6 +45,7 @@ RATE_LIMITED: Final = "RateLimited"  # 429
 TEMPLATE_ERROR: Final = "TemplateError"
 INVALID_KEY: Final = "InvalidKey"  # a fetched key cannot be a Secret/ConfigMap data key
 KEY_COLLISION: Final = "KeyCollision"  # two keys of a source renamed to one name by its rewrite rules
+DECODING_FAILED: Final = "DecodingFailed"  # a value is not valid Base64/Base64URL where a source says it is
 INVALID_SECRET_TYPE: Final = "InvalidSecretType"  # data lacks what the Secret type requires
 TARGET_TOO_LARGE: Final = "TargetTooLarge"  # over the 1 MiB object limit
 TARGET_CONFLICT: Final = "TargetConflict"  # the target exists and belongs to someone else

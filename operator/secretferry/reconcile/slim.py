@@ -65,7 +65,8 @@ def target(obj: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": obj.get("kind", "Secret")}
     if "type" in obj:
         out["type"] = obj["type"]
-    if obj.get("data") is not None:
-        out["data"] = obj["data"]
+    for field in ("data", "binaryData"):
+        if obj.get(field) is not None:
+            out[field] = obj[field]
     out["metadata"] = _metadata(obj.get("metadata") or {}, _TARGET_META)
     return cast("dict[str, Any]", interned(out))

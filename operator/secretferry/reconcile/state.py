@@ -259,9 +259,9 @@ class TargetCache:
         return self._owners.get(target)
 
     # --- our writes and their echoes -----------------------------------------------------------
-    def expect(self, key: TargetKey, data: Mapping[str, str]) -> None:
-        """A write of ``data`` is about to be sent: its watch echo is not drift."""
-        self._expected[key] = fingerprint(data)
+    def expect(self, key: TargetKey, manifest: Mapping[str, Any]) -> None:
+        """A write of ``manifest`` is about to be sent: its watch echo is not drift."""
+        self._expected[key] = fingerprint(manifest)
 
     def write_failed(self, key: TargetKey) -> None:
         """The write announced by ``expect`` did not happen: expect no echo of it."""
@@ -285,8 +285,11 @@ class TargetCache:
         if version is not None and self._written_versions.get(key) == version:
             return True
         expected = self._expected.get(key)
-        return expected is not None and expected == fingerprint(obj.get("data") or {})
+        return expected is not None and expected == fingerprint(obj)
 
 
-def fingerprint(data: Mapping[str, str]) -> int:
-    return hash(frozenset(data.items()))
+def fingerprint(obj: Mapping[str, Any]) -> int:
+    """Of an object's ``data`` and (a ConfigMap's) ``binaryData``, as written or read back."""
+    data: Mapping[str, str] = obj.get("data") or {}
+    binary_data: Mapping[str, str] = obj.get("binaryData") or {}
+    return hash((frozenset(data.items()), frozenset(binary_data.items())))

@@ -60,14 +60,17 @@ async def write(
         return None, keys
     manifest = want.manifest()
     if retained and actual is not None:
-        manifest.setdefault("data", {}).update({k: actual["data"][k] for k in retained})
+        for field in ("data", "binaryData"):  # a ConfigMap keeps a retained bytes value in binaryData
+            kept = {k: v for k, v in (actual.get(field) or {}).items() if k in retained}
+            if kept:
+                manifest.setdefault(field, {}).update(kept)
     remove = drift.keys_to_remove(want, actual, previously)
     what = f"{want.kind} {want.namespace}/{want.name}"
     try:
         if why == drift.TYPE_CHANGED:
             await _replace(deps, want, previously, protected, manifest=manifest)
         if not remove:
-            deps.targets.expect(tkey, manifest["data"])
+            deps.targets.expect(tkey, manifest)
         result = await ownership.apply(deps.kube, want, manifest, previously=previously)
         if remove:
             result = await objects.remove_keys(
@@ -153,7 +156,7 @@ async def _create(
     """Create a target the watch cache does not know; None when the name is taken (then the
     caller reads it and checks who owns it, exactly as for a known one)."""
     manifest = want.manifest()
-    deps.targets.expect(tkey, manifest["data"])
+    deps.targets.expect(tkey, manifest)
     try:
         result = await objects.create(deps.kube, manifest, field_manager=ownership.manager(want))
     except kube_errors.AlreadyExists:

@@ -86,6 +86,8 @@ def test_full_spec_round_trips_by_alias() -> None:
                     {"stripPrefix": "APP_"},
                     {"transform": "Lower"},
                 ],
+                "decodingStrategy": "Auto",
+                "decoding": [{"keys": "*.p12", "strategy": "Base64"}],
             }
         ],
         "target": {

@@ -47,7 +47,7 @@ def test_a_relisting_forgets_only_the_unseen_objects_of_its_kind_and_namespace()
 
 def test_a_write_in_flight_is_an_echo_until_it_fails() -> None:
     cache = state.TargetCache()
-    cache.expect(SECRET_A, {"k": "dg=="})
+    cache.expect(SECRET_A, {"data": {"k": "dg=="}})
     assert cache.is_echo(SECRET_A, _obj({"k": "dg=="}))
     assert not cache.is_echo(SECRET_A, _obj({"k": "other"}))  # someone else's edit: drift
     cache.write_failed(SECRET_A)
@@ -56,7 +56,7 @@ def test_a_write_in_flight_is_an_echo_until_it_fails() -> None:
 
 def test_a_finished_write_is_recognised_by_its_resource_version() -> None:
     cache = state.TargetCache()
-    cache.expect(SECRET_A, {"k": "dg=="})
+    cache.expect(SECRET_A, {"data": {"k": "dg=="}})
     cache.written(SECRET_A, _obj({"k": "dg=="}, version="7"), cache=True)
     assert cache.is_echo(SECRET_A, _obj({"k": "dg=="}, version="7"))
     # The expectation is over: the same data under a later version is someone else's write.

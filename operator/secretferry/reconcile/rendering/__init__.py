@@ -4,6 +4,8 @@ Everything between "the service answered" and "this is the Secret we want" that 
 values, and so must stay bounded whatever a tenant writes::
 
     rewrite      key rewriting rules (RE2, bounded), applied before templates; collisions named
+    decoding     a source's decodingStrategy / per-key glob rules, applied after rewrite
+    binary       values that are text or bytes; base64 decoding by strategy (Base64/URL/Auto)
     templating   the Jinja sandbox: filters, limits, value-free error messages
     pool         templates rendered off the event loop in worker processes (the shared pool)
     child        the parent's handle on one worker process: request in, frames out, deadline
@@ -12,5 +14,6 @@ values, and so must stay bounded whatever a tenant writes::
     fairness     who gets a freed slot: the namespace served least recently
 
 Import direction (import-linter, "Layers inside reconcile"): pool → child/quarantine/fairness →
-worker → templating. ``desired`` (one level up) is the only caller of the pool and of rewrite.
+worker → templating → binary. ``desired`` (one level up) is the only caller of the pool, of
+rewrite and of decoding.
 """

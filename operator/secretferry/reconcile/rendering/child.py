@@ -117,7 +117,7 @@ class Child:
     def alive(self) -> bool:
         return not self._broken and self.proc.returncode is None
 
-    async def render(self, body: bytes, *, first_key: str, deadline: Deadline) -> dict[str, str]:
+    async def render(self, body: bytes, *, first_key: str, deadline: Deadline) -> dict[str, str | bytes]:
         progress = [first_key]  # the key being rendered, as the child last reported it
         try:
             async with deadline(self.limits.timeout_seconds):
@@ -139,9 +139,9 @@ class Child:
 
     async def _exchange(
         self, body: bytes, progress: list[str]
-    ) -> dict[str, str] | templating.TemplateRenderError:
+    ) -> dict[str, str | bytes] | templating.TemplateRenderError:
         assert self.proc.stdin is not None
-        rendered: dict[str, str] = {}
+        rendered: dict[str, str | bytes] = {}
         received = 0  # bytes of values: the child bounds them, and so does the parent
         try:
             self.proc.stdin.write(worker.REQUEST.pack(len(body)) + body)
@@ -150,13 +150,14 @@ class Child:
                 kind, payload = await self._frame()
                 if kind == worker.KEY:
                     progress.append(payload.decode())
-                elif kind == worker.VALUE:
+                elif kind in (worker.VALUE, worker.BYTES):
                     received += len(payload)
                     if received > self.limits.max_output_bytes + _SMALL_FRAME_BYTES:
                         raise _ProtocolError
                     (length,) = worker.KEY_LENGTH.unpack_from(payload)
                     key = payload[2 : 2 + length].decode()
-                    rendered[key] = payload[2 + length :].decode()
+                    value = payload[2 + length :]
+                    rendered[key] = value.decode() if kind == worker.VALUE else bytes(value)
                 elif kind == worker.DONE:
                     return rendered
                 elif kind == worker.ERROR:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from secretferry import logfields
 from secretferry import settings as settings_mod
 from secretferry.reconcile.rendering import child, fairness, quarantine, templating
+from secretferry.reconcile.rendering import worker as worker_process
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,8 @@ class RenderPool:
         """Renders handed to a worker (not answered by the quarantine)."""
 
     async def render(
-        self, templates: Mapping[str, str], secrets: Mapping[str, str], *, tenant: str
-    ) -> dict[str, str]:
+        self, templates: Mapping[str, str], secrets: Mapping[str, str | bytes], *, tenant: str
+    ) -> dict[str, str | bytes]:
         """What ``templating.render`` returns, rendered in a worker; TemplateRenderError on failure."""
         if not templates:
             return {}
@@ -85,7 +85,7 @@ class RenderPool:
         failure = self._quarantine.held(held)
         if failure is not None:
             raise failure
-        body = json.dumps({"templates": dict(templates), "secrets": dict(secrets)}).encode()
+        body = worker_process.encode_request(templates, secrets)
         first_key = next(iter(templates))
         await self._slots.acquire(tenant)
         try:

@@ -5,6 +5,16 @@ strict undefined values, bounded ``*``/``**``/``range()`` and an output budget c
 template streams. Every secret is a variable when its key is a Python identifier that shadows
 nothing (``{{ DB_USER }}``), and every secret is in the ``secrets`` dict (``{{ secrets["db-user"] }}``).
 
+Binary values (bytes that are not UTF-8 text: a decoded keystore) are never text to a template:
+each is an opaque ``Binary`` in ``secrets`` and as a variable. ``b64enc`` turns one into base64
+text, and a template whose whole output (whitespace around it aside) is one binary value —
+``{{ KEYSTORE }}`` or ``{{ KEYSTORE_B64 | b64dec_bytes }}`` — writes its bytes. Anything that
+would use one as text (``~``, ``upper``, printing it amid other text) is an error naming the
+template key. How the bytes get out of Jinja, which only streams text: ``finalize`` sees every
+``{{ }}`` result before it becomes text; a Binary is set aside and a placeholder printed, one
+that holds a nonce drawn for this render (no value or template can know it), and the output is
+those bytes exactly when it is nothing but that placeholder.
+
 These bounds only make the common bombs fail fast. What bounds every template (CPU time, memory,
 wall clock) is the worker process the operator renders in (``pool`` / ``worker``);
 ``render`` here is what runs inside it.
@@ -18,8 +28,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextvars
 import functools
 import json
+import secrets as secrets_mod
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
@@ -27,6 +39,8 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, n
 from jinja2.exceptions import SecurityError
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from secretferry.reconcile.rendering import binary
 
 SECRETS_VAR: Final = "secrets"
 # A Secret holds at most 1 MiB in total: no intermediate string or list may be longer, and by
@@ -69,7 +83,39 @@ def _range(*args: int) -> range:
     return items
 
 
-def _b64enc(value: str) -> str:
+class Binary:
+    """A value that is bytes, not text: opaque to the template (the sandbox refuses ``_data``,
+    and there is no other attribute; ``bytes_of`` is for this module's Python side).
+
+    ``__str__`` refuses, so every use as text is an error that says what to do instead; the
+    template's output can still be one (module docstring)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def __str__(self) -> str:
+        raise _FilterError(
+            "a binary value (bytes that are not UTF-8 text) cannot be used as text: b64enc makes"
+            " base64 text of it, or make it the template's whole output to write its bytes"
+        )
+
+    def __repr__(self) -> str:  # never the bytes: Jinja may put a repr into a message
+        return "<binary value>"
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def bytes_of(value: Binary) -> bytes:
+    """The bytes of a binary value (never reachable from a template: not a filter or global)."""
+    return value._data
+
+
+def _b64enc(value: Any) -> str:
+    if isinstance(value, Binary):
+        return base64.b64encode(bytes_of(value)).decode()
     return base64.b64encode(str(value).encode()).decode()
 
 
@@ -79,7 +125,19 @@ def _b64dec(value: str) -> str:
     except binascii.Error:
         raise _FilterError("b64dec: input is not valid base64") from None
     except UnicodeDecodeError:
-        raise _FilterError("b64dec: decoded bytes are not UTF-8 text") from None
+        raise _FilterError(
+            "b64dec: decoded bytes are not UTF-8 text (b64dec_bytes yields them as a binary value)"
+        ) from None
+
+
+def _b64dec_bytes(value: str, urlsafe: bool = False) -> Binary:
+    """Base64 (``urlsafe=true``: base64url) text to a binary value; whitespace is ignored and
+    padding optional, as for decodingStrategy Base64 (binary.py)."""
+    data = binary.decode_base64(str(value), urlsafe=bool(urlsafe))
+    if data is None:
+        name = "base64url" if urlsafe else "base64"
+        raise _FilterError(f"b64dec_bytes: input is not valid {name}")
+    return Binary(data)
 
 
 def _tojson(value: Any, indent: int | None = None) -> str:
@@ -114,8 +172,46 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         return left * right
 
 
-_ENV: Final = _Sandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-_ENV.filters.update(b64enc=_b64enc, b64dec=_b64dec, tojson=_tojson, fromjson=_fromjson)
+class _BinarySink:
+    """The binary values one template printed (at most one may be its output), under a nonce."""
+
+    def __init__(self, budget: int) -> None:
+        self.nonce = secrets_mod.token_hex(16)
+        self.values: list[bytes] = []
+        self.budget = budget
+
+    def placeholder(self, index: int) -> str:
+        return f"\x00secretferry-binary:{self.nonce}:{index}\x00"
+
+    def add(self, value: Binary) -> str:
+        self.budget -= len(bytes_of(value))
+        if self.budget < 0:
+            raise _OutputLimit
+        self.values.append(bytes_of(value))
+        placeholder = self.placeholder(len(self.values) - 1)
+        self.budget += len(placeholder)  # counted as output text next, but it stands for the bytes
+        return placeholder
+
+
+_SINK: Final[contextvars.ContextVar[_BinarySink | None]] = contextvars.ContextVar("sink", default=None)
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ }}`` result on its way to text: a Binary becomes its sink's placeholder."""
+    if isinstance(value, Binary):
+        sink = _SINK.get()
+        if sink is None:  # constant folding at compile time: no binary value exists then
+            raise _FilterError("a binary value cannot be printed here")
+        return sink.add(value)
+    return value
+
+
+_ENV: Final = _Sandbox(
+    undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=_finalize
+)
+_ENV.filters.update(
+    b64enc=_b64enc, b64dec=_b64dec, b64dec_bytes=_b64dec_bytes, tojson=_tojson, fromjson=_fromjson
+)
 _ENV.globals["range"] = _range
 
 
@@ -124,40 +220,44 @@ def _compile(source: str) -> Any:
     return _ENV.from_string(source)
 
 
-def context_for(secrets: Mapping[str, str]) -> dict[str, Any]:
-    """Template variables: ``secrets`` plus every key usable as a name that shadows no global."""
+def context_for(secrets: Mapping[str, binary.Value]) -> dict[str, Any]:
+    """Template variables: ``secrets`` plus every key usable as a name that shadows no global;
+    a value that is bytes is a ``Binary`` in both."""
+    values = {key: Binary(v) if isinstance(v, bytes) else v for key, v in secrets.items()}
     context: dict[str, Any] = {
         key: value
-        for key, value in secrets.items()
+        for key, value in values.items()
         if key.isidentifier() and key != SECRETS_VAR and key not in _ENV.globals
     }
-    context[SECRETS_VAR] = dict(secrets)
+    context[SECRETS_VAR] = values
     return context
 
 
 def render(
     templates: Mapping[str, str],
-    secrets: Mapping[str, str],
+    secrets: Mapping[str, binary.Value],
     *,
     max_output_bytes: int = MAX_OUTPUT_BYTES,
     on_key: Callable[[str], None] | None = None,
-) -> dict[str, str]:
+) -> dict[str, binary.Value]:
     """Render every template (target key -> Jinja2 source) against the fetched secrets.
 
-    ``max_output_bytes`` bounds the UTF-8 size of all rendered values together (counted while
-    each template streams, so a loop that prints forever stops at the budget, not at the end).
+    ``max_output_bytes`` bounds the size of all rendered values together (UTF-8 text and binary
+    values, counted while each template streams, so a loop that prints forever stops at the
+    budget, not at the end). A value is bytes when the template's output is one binary value
+    whose bytes are not UTF-8 text (``binary.normalize``).
     ``on_key`` is told each key before it renders (the worker reports progress with it).
     In-process and unbounded in CPU and memory: the operator calls this inside a worker process
     (``pool``), never on its event loop.
     """
     context = context_for(secrets)
-    rendered: dict[str, str] = {}
+    rendered: dict[str, binary.Value] = {}
     budget = max_output_bytes
     for key, source in templates.items():
         if on_key is not None:
             on_key(key)
         value = _render_one(key, source, context, budget=budget, limit_bytes=max_output_bytes)
-        size = _utf8_size(value)
+        size = len(value) if isinstance(value, bytes) else _utf8_size(value)
         if size is None:  # "\ud800" in a template: no Secret or ConfigMap can hold it
             raise TemplateRenderError(key, "output is not valid Unicode text (an unpaired surrogate)")
         budget -= size
@@ -178,7 +278,9 @@ def _output_message(limit_bytes: int) -> str:
     return f"output exceeds the size limit of {limit_bytes} bytes"
 
 
-def _render_one(key: str, source: str, context: Mapping[str, Any], *, budget: int, limit_bytes: int) -> str:
+def _render_one(
+    key: str, source: str, context: Mapping[str, Any], *, budget: int, limit_bytes: int
+) -> binary.Value:
     # Errors are raised outside the ``except`` blocks so that no exception chain (__context__)
     # keeps Jinja's original message, which may quote a value, reachable from ours.
     result = _try_render(source, context, budget=budget)
@@ -197,7 +299,7 @@ class _Failure:
         self.limit = limit
 
 
-def _try_render(source: str, context: Mapping[str, Any], *, budget: int) -> str | _Failure:
+def _try_render(source: str, context: Mapping[str, Any], *, budget: int) -> binary.Value | _Failure:
     """The rendered text, or a safe description of why it failed.
 
     MemoryError is not caught: inside the worker it means the memory limit was hit, and the
@@ -230,20 +332,33 @@ class _OutputLimit(Exception):
     pass
 
 
-def _stream(template: Any, context: Mapping[str, Any], *, budget: int) -> str:
-    """``template.render`` (the same text), stopping as soon as the output is over ``budget``.
+def _stream(template: Any, context: Mapping[str, Any], *, budget: int) -> binary.Value | _Failure:
+    """``template.render`` (the same text), stopping as soon as the output is over ``budget``;
+    or the bytes of the one binary value that is the whole output (module docstring).
 
-    Counted in characters while streaming (a character is at least one byte), in bytes by the
-    caller at the end.
+    Counted in characters while streaming (a character is at least one byte) plus the size of
+    every binary value printed, in bytes by the caller at the end.
     """
     chunks: list[str] = []
-    size = 0
-    for chunk in template.generate(context):
-        size += len(chunk)
-        if size > budget:
-            raise _OutputLimit
-        chunks.append(chunk)
-    return "".join(chunks)
+    sink = _BinarySink(budget)
+    token = _SINK.set(sink)
+    try:
+        for chunk in template.generate(context):
+            sink.budget -= len(chunk)
+            if sink.budget < 0:
+                raise _OutputLimit
+            chunks.append(chunk)
+    finally:
+        _SINK.reset(token)
+    text = "".join(chunks)
+    if not sink.values:
+        return text
+    if len(sink.values) == 1 and text.strip() == sink.placeholder(0):
+        return binary.normalize(sink.values[0])
+    return _Failure(
+        "a binary value (b64dec_bytes, or a secret that is not UTF-8 text) must be the template's"
+        " whole output, whitespace around it aside; b64enc embeds one in text as base64"
+    )
 
 
 def _describe_undefined(source: str, context: Mapping[str, Any]) -> str:

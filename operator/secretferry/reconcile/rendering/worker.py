@@ -24,16 +24,20 @@ Also: nice 10 once started (the operator's own loop wins the CPU), no core dumps
 SIGKILL when the parent dies.
 
 Wire (stdin/stdout, after a ``READY`` frame): the parent writes one request (a 4-byte big-endian
-length and a JSON object ``{"templates": {...}, "secrets": {...}}``); the child answers with
+length and a JSON object ``{"templates": {...}, "secrets": {...}, "binary": {...}}``, ``binary``
+holding the values that are bytes, base64-encoded: ``encode_request``); the child answers with
 frames (``FRAME``: a type byte and a 4-byte length, then the payload): ``KEY`` before each key
 but the first is rendered (what the parent names if it has to kill), ``VALUE`` per rendered key
-(2-byte key length, key, value; UTF-8), then ``DONE``; or ``ERROR`` (JSON ``{"key", "message",
-"limit"}``) for a failure that leaves the process usable. Nothing else is written: stderr goes to
-/dev/null as soon as start-up is done, because a traceback may quote a value.
+(2-byte key length, key, value; UTF-8) or ``BYTES`` for a key whose value is bytes (the same
+layout, the raw bytes), then ``DONE``; or ``ERROR`` (JSON ``{"key", "message", "limit"}``) for
+a failure that leaves the process usable. The output limit counts both kinds alike. Nothing else
+is written: stderr goes to /dev/null as soon as start-up is done, because a traceback may quote a
+value.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
 import json
@@ -42,7 +46,7 @@ import resource
 import signal
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO, Final
 
 FRAME: Final = struct.Struct(">cI")
@@ -51,6 +55,7 @@ KEY_LENGTH: Final = struct.Struct(">H")
 READY: Final = b"R"
 KEY: Final = b"K"
 VALUE: Final = b"V"
+BYTES: Final = b"B"
 ERROR: Final = b"E"
 DONE: Final = b"D"
 EXIT_MEMORY: Final = 3
@@ -101,6 +106,21 @@ def main(argv: Sequence[str]) -> None:
             os._exit(EXIT_CPU)
 
 
+def encode_request(templates: Mapping[str, str], secrets: Mapping[str, str | bytes]) -> bytes:
+    """The request body for ``templates`` over ``secrets`` (bytes values base64 in ``binary``)."""
+    text = {k: v for k, v in secrets.items() if isinstance(v, str)}
+    raw = {k: base64.b64encode(v).decode() for k, v in secrets.items() if isinstance(v, bytes)}
+    return json.dumps({"templates": dict(templates), "secrets": text, "binary": raw}).encode()
+
+
+def decode_request(body: bytes) -> tuple[dict[str, str], dict[str, str | bytes]]:
+    """(templates, secrets) from ``encode_request``'s body."""
+    payload = json.loads(body)
+    secrets: dict[str, str | bytes] = dict(payload["secrets"])
+    secrets.update({k: base64.b64decode(v) for k, v in (payload.get("binary") or {}).items()})
+    return payload["templates"], secrets
+
+
 def cpu_message(seconds: float) -> str:
     return f"exceeded the CPU time limit of {seconds:g} s"
 
@@ -110,9 +130,7 @@ def memory_message(budget_bytes: int) -> str:
 
 
 def _serve(out: BinaryIO, templating: Any, request: bytes, config: dict[str, Any]) -> None:
-    payload = json.loads(request)
-    templates: dict[str, str] = payload["templates"]
-    secrets: dict[str, str] = payload["secrets"]
+    templates, secrets = decode_request(request)
     current = [next(iter(templates), "")]  # the parent names the first key until told otherwise
 
     def on_key(key: str) -> None:
@@ -148,7 +166,8 @@ def _serve(out: BinaryIO, templating: Any, request: bytes, config: dict[str, Any
         return
     for key, value in rendered.items():
         encoded = key.encode()
-        _send(out, VALUE, KEY_LENGTH.pack(len(encoded)) + encoded + value.encode())
+        kind, data = (BYTES, value) if isinstance(value, bytes) else (VALUE, value.encode())
+        _send(out, kind, KEY_LENGTH.pack(len(encoded)) + encoded + data)
     _send(out, DONE, flush=True)
 
 
