@@ -240,8 +240,9 @@ def test_templates_convert_value_lookups_and_report_the_rest() -> None:
         "includeAll": True,
     }
     why = (
-        "action 1 is not of the form {{ .KEY.Value }} (Go template functions, pipelines, .SecretPath,"
-        " conditions and loops have no converted form); the key is left out"
+        "action 1 is not of the form {{ .KEY.Value }} or {{ .KEY.Value | decodeBase64ToBytes }} (other Go"
+        " template functions, pipelines, .SecretPath, conditions and loops have no converted form);"
+        " the key is left out"
     )
     assert result.notes == [
         convert.Note(
@@ -611,6 +612,11 @@ def test_v1beta1_intervals(text: str, seconds: int | None) -> None:
         ),
         ("literal {% and {# stay", "{% raw %}literal {% and {# stay{% endraw %}"),
         ("no actions", "no actions"),
+        ("{{ .A.Value | decodeBase64ToBytes }}", "{{ A | b64dec_bytes }}"),
+        ("\n{{- decodeBase64ToBytes .A.Value -}}\n", "\n{{- A | b64dec_bytes -}}\n"),
+        ('{{ decodeBase64ToBytes (index . "k.p12").Value }}', '{{ secrets["k.p12"] | b64dec_bytes }}'),
+        ("pw={{ .A.Value | decodeBase64ToBytes }}", "pw={{ A | b64dec }}"),
+        ("{{ .A.Value | decodeBase64ToBytes | upper }}", None),
         ("{{ .A.Value | upper }}", None),
         ("{{ .A.SecretPath }}", None),
         ("{{ if .A }}x{{ end }}", None),

@@ -34,6 +34,11 @@ _NOT_A_VARIABLE: Final = frozenset(
 _ACTION: Final = re.compile(r"\{\{(-\s)?\s*(.*?)\s*(\s-)?\}\}", re.DOTALL)
 _FIELD_VALUE: Final = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)\.Value")
 _INDEX_VALUE: Final = re.compile(r'\(\s*index\s+\.\s+"([^"\\]+)"\s*\)\.Value')
+# Infisical's ``decodeBase64ToBytes`` on a value, as a pipeline or a call: the value's action inside.
+_DECODE: Final = re.compile(
+    r"(?P<piped>.+?)\s*\|\s*decodeBase64ToBytes|decodeBase64ToBytes\s+(?:\(\s*(?P<paren>.+?)\s*\)|(?P<arg>.+))",
+    re.DOTALL,
+)
 _JINJA: Final = jinja2.Environment(keep_trailing_newline=True)  # parses only, renders nothing
 
 # Not copied onto a target: Infisical's reconciler skips the system prefixes itself; its own
@@ -81,14 +86,24 @@ def go_template_to_jinja(source: str) -> tuple[str | None, str | None]:
     for number, action in enumerate(_ACTION.finditer(source), start=1):
         parts.append(_literal(source[pos : action.start()]))
         lead, expr, trail = action.groups()
-        match = _FIELD_VALUE.fullmatch(expr) or _INDEX_VALUE.fullmatch(expr)
+        decode = _DECODE.fullmatch(expr)
+        value_expr = (decode.group("piped") or decode.group("paren") or decode.group("arg")) if decode else expr
+        match = _FIELD_VALUE.fullmatch(value_expr) or _INDEX_VALUE.fullmatch(value_expr)
         if match is None:
             return None, (
-                f"action {number} is not of the form {{{{ .KEY.Value }}}} (Go template functions,"
-                " pipelines, .SecretPath, conditions and loops have no converted form)"
+                f"action {number} is not of the form {{{{ .KEY.Value }}}} or {{{{ .KEY.Value |"
+                " decodeBase64ToBytes }} (other Go template functions, pipelines, .SecretPath,"
+                " conditions and loops have no converted form)"
             )
         open_, close = "{{-" if lead else "{{", "-}}" if trail else "}}"
-        parts.append(f"{open_} {jinja_name(match.group(1))} {close}")
+        name = jinja_name(match.group(1))
+        if decode:
+            # Alone in its template, the bytes are the value (binary values, rendering/binary.py);
+            # amid text, Go prints the decoded bytes as text, which is what our b64dec does
+            # (and refuses, naming the key, when they are not UTF-8).
+            alone = not source[: action.start()].strip() and not source[action.end() :].strip()
+            name = f"{name} | {'b64dec_bytes' if alone else 'b64dec'}"
+        parts.append(f"{open_} {name} {close}")
         pos = action.end()
     parts.append(_literal(source[pos:]))
     if any(part is None for part in parts):
