@@ -87,7 +87,9 @@ def go_template_to_jinja(source: str) -> tuple[str | None, str | None]:
         parts.append(_literal(source[pos : action.start()]))
         lead, expr, trail = action.groups()
         decode = _DECODE.fullmatch(expr)
-        value_expr = (decode.group("piped") or decode.group("paren") or decode.group("arg")) if decode else expr
+        value_expr = expr
+        if decode:
+            value_expr = decode.group("piped") or decode.group("paren") or decode.group("arg")
         match = _FIELD_VALUE.fullmatch(value_expr) or _INDEX_VALUE.fullmatch(value_expr)
         if match is None:
             return None, (
