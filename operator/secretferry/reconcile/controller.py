@@ -199,6 +199,7 @@ class Controller:
             self.background.spawn_side(self.sync_intake.take_in(namespace))
         else:
             self.sync_intake.let_go(namespace)
+            self.identity_intake.namespace_let_go(namespace)
 
     # --- the worker: one queued SecretSync through the pass -----------------------------------
     async def _work(self, key: state.SyncKey) -> None:

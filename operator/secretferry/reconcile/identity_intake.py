@@ -115,6 +115,15 @@ class IdentityIntake:
             if kind == ident_mod.MACHINE and ns == namespace:
                 self._status.spawn_check(entry)
 
+    def namespace_let_go(self, namespace: str) -> None:
+        """``namespace`` is no longer served: forget what its identities' status was last reported
+        as, so that, served again later, their status is written afresh (another release may have
+        written it meanwhile)."""
+        for entry in self._identities.entries():
+            kind, ns, _ = entry.key
+            if kind == ident_mod.MACHINE and ns == namespace:
+                entry.reported = None
+
     def _serves(self, entry: ident_mod.IdentityEntry) -> bool:
         """A MachineIdentity is served with its namespace; a ClusterMachineIdentity by every
         release, but used only by the SecretSyncs of the namespaces each one serves."""

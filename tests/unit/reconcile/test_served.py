@@ -202,6 +202,11 @@ def test_identities_of_namespaces_not_served_are_never_checked() -> None:
     intake.namespace_event(watching.WatchEvent("MODIFIED", _ns("b1", release="a").object), seen)
     intake.namespace_event(watching.WatchEvent("MODIFIED", _ns("a1", release="b").object), seen)
     assert changes == [("b1", True), ("a1", False)]
+    a1_identity = intake._identities.get((ident_mod.MACHINE, "a1", "id"))
+    assert a1_identity is not None
+    a1_identity.reported = ("True", "LoggedIn", "", "", "")
+    intake.namespace_let_go("a1")
+    assert a1_identity.reported is None  # served again later: its status is written afresh
     intake.namespace_served("b1")
     assert checks.checked[-1] == (ident_mod.MACHINE, "b1", "id")
     checks.checked.clear()
