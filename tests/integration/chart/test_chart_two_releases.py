@@ -8,7 +8,8 @@ per run, so no other test's namespace matches).
 
 Proven: each release syncs only the namespaces of its label; an unlabelled namespace and the other
 release's namespaces get nothing from it (no Secret, no status, no Event, no finalizer, no list
-at the service, and — in managedFields — no field written before the other release started); a
+at the service, and — in managedFields — no field written before the other release started),
+not even through the ClusterMachineIdentity both share; a
 namespace that gains a label is picked up within seconds; one relabelled from A to B is let go by
 A and served by B, and its Secret is never deleted or emptied on the way.
 """
@@ -57,14 +58,45 @@ def _start(cp: ControlPlane, release: Installed, pod: str, workdir: Path) -> Ope
     return op
 
 
-def _app(cp: ControlPlane, service: DevServer, namespace: str, value: str) -> None:
+def _app(cp: ControlPlane, service: DevServer, namespace: str, value: str, *, cluster_identity: str) -> None:
     """What a namespace user creates: an identity and a SecretSync of the path ``/<namespace>``,
-    and one naming an identity that does not exist (its first failure is an Event: whose?)."""
+    one naming an identity that does not exist (its first failure is an Event: whose?), and one
+    through the ClusterMachineIdentity both releases share."""
     service.set_secret(PROJECT_ID, "dev", f"/{namespace}", "DB_PASS", value)
     harness.kubernetes_identity(cp, namespace)
     source = [harness.source(f"/{namespace}")]
     harness.secret_sync(cp, namespace, "app", sources=source, refreshInterval=HOURS)
     harness.secret_sync(cp, namespace, "broken", sources=source, identity="nobody", refreshInterval=HOURS)
+    harness.secret_sync(
+        cp,
+        namespace,
+        "shared",
+        sources=source,
+        identity=cluster_identity,
+        identity_kind="ClusterMachineIdentity",
+        refreshInterval=HOURS,
+    )
+
+
+def _cluster_identity(cp: ControlPlane, name: str, sa_namespace: str) -> None:
+    """A ClusterMachineIdentity for every namespace (the admin's), logging in as a ServiceAccount."""
+    cp.kubectl("create", "serviceaccount", "cluster-sa", "-n", sa_namespace)
+    cp.apply(
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "ClusterMachineIdentity",
+            "metadata": {"name": name},
+            "spec": {
+                "auth": {
+                    "kubernetes": {
+                        "identityId": harness.IDENTITY_ID,
+                        "audiences": [harness.AUDIENCE],
+                        "serviceAccountRef": {"name": "cluster-sa", "namespace": sa_namespace},
+                    }
+                }
+            },
+        }
+    )
 
 
 def _synced(cp: ControlPlane, namespace: str, value: str, *, timeout: float = 30) -> float:
@@ -86,6 +118,11 @@ def _get(cp: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, An
     return found
 
 
+def _get_cluster(cp: ControlPlane, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(cp.kubectl("get", "clustermachineidentity", name, "-o", "json"))
+    return found
+
+
 def _events(cp: ControlPlane, namespace: str) -> list[dict[str, Any]]:
     out = cp.kubectl("get", "events.events.k8s.io", "-n", namespace, "-o", "json")
     return [e for e in json.loads(out)["items"] if e.get("reportingController", "").startswith("secretferry")]
@@ -95,7 +132,9 @@ def _untouched(cp: ControlPlane, service: DevServer, namespace: str) -> None:
     """Nothing of ours happened in ``namespace``: no Secret, no status, no Event, no finalizer, no
     list of its path at the service."""
     assert harness.get(cp, "secret", "app", namespace) is None
-    for kind, name in (("secretsync", "app"), ("secretsync", "broken"), ("machineidentity", "ferry")):
+    assert harness.get(cp, "secret", "shared", namespace) is None
+    syncs = (("secretsync", "app"), ("secretsync", "broken"), ("secretsync", "shared"))
+    for kind, name in (*syncs, ("machineidentity", "ferry")):
         obj = _get(cp, kind, name, namespace)
         assert "status" not in obj, f"{kind} {namespace}/{name} has a status: {obj.get('status')}"
         assert not obj["metadata"].get("finalizers"), obj["metadata"]
@@ -118,10 +157,16 @@ def _written_since(obj: dict[str, Any], since: datetime) -> bool:
 
 def _versions(cp: ControlPlane, namespace: str) -> dict[str, str]:
     found = {}
-    for kind, name in (("secret", "app"), ("secretsync", "app"), ("machineidentity", "ferry")):
+    for kind, name in (
+        ("secret", "app"),
+        ("secret", "shared"),
+        ("secretsync", "app"),
+        ("secretsync", "shared"),
+        ("machineidentity", "ferry"),
+    ):
         obj = harness.get(cp, kind, name, namespace)
         assert obj is not None
-        found[kind] = obj["metadata"]["resourceVersion"]
+        found[f"{kind}/{name}"] = obj["metadata"]["resourceVersion"]
     return found
 
 
@@ -202,8 +247,10 @@ def test_two_releases_split_the_cluster_by_namespace_label_and_never_touch_each_
         assert release_a.deployment_env["SECRETFERRY_WATCH_NAMESPACE_SELECTOR"] == f"{LABEL}={label_a}"
         assert release_b.deployment_env["SECRETFERRY_WATCH_NAMESPACE_SELECTOR"] == f"{LABEL}={label_b}"
         values = {ns: f"two-releases-{ns}-v1" for ns in (a1, moved, b1, unlabelled)}
+        shared = f"shared-{run}"
+        _cluster_identity(cp, shared, namespace)
         for ns, value in values.items():
-            _app(cp, service, ns, value)
+            _app(cp, service, ns, value, cluster_identity=shared)
         # Nothing per release collides: the Lease names (were election on), HMAC keys, RBAC names.
         assert release_a.service_account != release_b.service_account
 
@@ -219,14 +266,22 @@ def test_two_releases_split_the_cluster_by_namespace_label_and_never_touch_each_
                 ),
                 what=f"{ns} identity Ready",
             )
-            harness.eventually(
-                lambda ns=ns: (
-                    ((harness.get(cp, "secretsync", "app", ns) or {}).get("status") or {}).get("updateMode")
-                    == "Streaming"
-                ),
-                what=f"{ns} streaming",
+            harness.eventually(  # the shared identity, used by A for its namespaces only
+                lambda ns=ns: harness.secret_data(cp, ns, "shared") == {"DB_PASS": values[ns]},
+                what=f"{ns}/shared through the ClusterMachineIdentity",
             )
+            for name in ("app", "shared"):
+                harness.eventually(
+                    lambda ns=ns, name=name: (
+                        ((harness.get(cp, "secretsync", name, ns) or {}).get("status") or {}).get(
+                            "updateMode"
+                        )
+                        == "Streaming"
+                    ),
+                    what=f"{ns}/{name} streaming",
+                )
         time.sleep(QUIET_SECONDS)
+        assert f"dev:/{a1}" in service.stats()["listSecretsByScope"]  # the key _untouched looks for
         _untouched(cp, service, b1)
         _untouched(cp, service, unlabelled)
         harness.wait_reason(cp, a1, "broken", "IdentityNotFound")
@@ -243,13 +298,21 @@ def test_two_releases_split_the_cluster_by_namespace_label_and_never_touch_each_
             what="b1 identity Ready",
         )
         harness.wait_reason(cp, b1, "broken", "IdentityNotFound")
+        harness.eventually(
+            lambda: harness.secret_data(cp, b1, "shared") == {"DB_PASS": values[b1]},
+            what="b1/shared through the same ClusterMachineIdentity, by B",
+        )
+        shared_status = _get_cluster(cp, shared).get("status") or {}
+        assert [c["status"] for c in shared_status.get("conditions", []) if c["type"] == "Ready"] == ["True"]
         time.sleep(QUIET_SECONDS)
         assert {ns: _versions(cp, ns) for ns in (a1, moved)} == before_a  # B wrote nothing there
         assert {e["reportingInstance"] for e in _events(cp, b1)} == {"release-b-pod"}
         for kind, name in (
             ("secret", "app"),
+            ("secret", "shared"),
             ("secretsync", "app"),
             ("secretsync", "broken"),
+            ("secretsync", "shared"),
             ("machineidentity", "ferry"),
         ):
             obj = _get(cp, kind, name, b1)
