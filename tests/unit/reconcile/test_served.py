@@ -7,6 +7,7 @@ No apiserver: watch events are handed to the intakes directly; a fake Kube answe
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from reconcile_fakes import FakeKube, FakeSession, FakeSessions, RecordingQueue
@@ -14,6 +15,7 @@ from reconcile_fakes import FakeKube, FakeSession, FakeSessions, RecordingQueue
 from secretferry import settings as settings_mod
 from secretferry.kube import watching
 from secretferry.models import selectors
+from secretferry.reconcile import controller as controller_mod
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile import identity_intake, identity_status, served, state, sync_intake, tasks
 from secretferry.service import listroutes, scopes
@@ -223,3 +225,29 @@ def test_identities_of_namespaces_not_served_are_never_checked() -> None:
     # deleted while served: let go
     intake.namespace_event(watching.WatchEvent("DELETED", _ns("b1").object), seen)
     assert changes[-1] == ("b1", False)
+
+
+# --- the controller's wiring -----------------------------------------------------------------
+async def test_the_controller_takes_a_namespace_in_and_lets_it_go_as_its_labels_change() -> None:
+    kube = FakeKube(_listing)
+    ctl = controller_mod.Controller(
+        kube=kube.port(),
+        settings=settings_mod.Settings(watch_namespace_selector=SELECTOR),
+        hmac_key=b"k" * 32,
+        instance="test-0",
+    )
+    seen: set[str] = set()
+    ctl.identity_intake.namespace_event(_ns("a1", release="a"), seen)
+    ctl.identity_intake.namespace_event(_ns("b1", release="b"), seen)
+    ctl.identity_intake.namespace_event(watching.WatchEvent("SYNCED", {}), seen)
+    assert ctl.served.served() == {"a1"} and kube.calls == []  # start-up lists everything itself
+
+    ctl.identity_intake.namespace_event(watching.WatchEvent("MODIFIED", _ns("b1", release="a").object), seen)
+    for _ in range(10):  # the take-in runs as a side task
+        await asyncio.sleep(0)
+    assert set(ctl.syncs) == {("b1", "one"), ("b1", "two")}
+
+    ctl.identity_intake.namespace_event(watching.WatchEvent("MODIFIED", _ns("b1", release="b").object), seen)
+    assert ctl.syncs == {}
+    assert [m for m, _, _ in kube.calls] == ["GET"]  # one LIST; letting go writes nothing
+    await ctl.background.cancel_all()
