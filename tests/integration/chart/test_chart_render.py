@@ -187,6 +187,28 @@ def test_namespace_selector_is_passed_on_and_keeps_the_rbac_of_its_mode(render: 
     assert operator_env(render())["SECRETFERRY_WATCH_NAMESPACE_SELECTOR"] == ""
 
 
+def test_two_releases_share_no_cluster_scoped_name_and_no_lease(render: Render) -> None:
+    """Side by side (README "Namespace selection"): every cluster-scoped object is named after the
+    release, and each Lease lives in its own release namespace under its own name."""
+    rendered = {
+        release: render(
+            release=release,
+            namespace=f"ferry-{release}",
+            set_values=["leaderElection.enabled=true", f"scope.namespaceSelector=release={release}"],
+        )
+        for release in ("blue", "green")
+    }
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+    names = {
+        release: {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in cluster_scoped}
+        for release, docs in rendered.items()
+    }
+    shared = names["blue"] & names["green"]
+    assert {kind for kind, _ in shared} == {"CustomResourceDefinition"}  # install them with one only
+    leases = {release: operator_env(docs)["SECRETFERRY_PEERING"] for release, docs in rendered.items()}
+    assert leases == {"blue": "blue-secretferry", "green": "green-secretferry"}
+
+
 def test_quota_on_our_kinds_in_each_served_namespace(render: Render) -> None:
     quotas = by_kind(render(CI / "namespaced-values.yaml"), "ResourceQuota")
     assert sorted(q["metadata"]["namespace"] for q in quotas) == ["secretferry-ci-a", "secretferry-ci-b"]
