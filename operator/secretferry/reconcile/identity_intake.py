@@ -9,7 +9,9 @@ Also the watches that keep what an identity may do current, without waiting for 
 next login (up to 300 s later):
 
 - namespaces (metadata only, cluster-wide): a label change re-evaluates at once the SecretSyncs
-  of that namespace that use a ClusterMachineIdentity (``allowedNamespaces`` selectors);
+  of that namespace that use a ClusterMachineIdentity (``allowedNamespaces`` selectors) and,
+  with a namespace selector (served.py), takes the namespace in or lets it go; a MachineIdentity
+  of a namespace not served is kept in the registry but never logged in or reported on;
 - ServiceAccounts and Secrets of the served namespaces (metadata only): the opt-in annotation
   ``secretferry.io/allowed-identities`` of an object a namespaced identity relies on. Taken back
   (or the object deleted): the session is dropped and its token revoked at once, the identity is
