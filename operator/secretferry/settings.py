@@ -14,7 +14,8 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from secretferry import origins
-from secretferry.models import reserved
+from secretferry.models import base as models_base
+from secretferry.models import reserved, selectors
 
 
 class Settings(BaseSettings):
@@ -31,6 +32,16 @@ class Settings(BaseSettings):
         description="Comma-separated namespaces whose SecretSyncs and MachineIdentities the operator"
         " serves; empty means the whole cluster. Listing them lets its RBAC stay namespaced (the chart's"
         " scope.namespaces), so it can read no Secret elsewhere.",
+    )
+    watch_namespace_selector: str = Field(
+        "",
+        description="Label selector (kubectl's `-l` syntax: `team=payments,env in (prod,staging),!legacy`)"
+        " a namespace's labels must match for the operator to serve its SecretSyncs and MachineIdentities;"
+        " empty means every namespace. With `watch_namespaces` as well, a namespace must be listed there"
+        " and match. Followed live: a namespace that comes to match is served within a second or two, one"
+        " that stops matching is let go, its Secrets left as they are. Lets two releases split a cluster"
+        " by label. Cluster-wide RBAC is still needed (README, Namespace selection). A selector that does"
+        " not parse stops start-up.",
     )
     kubeconfig: str | None = Field(
         None,
@@ -320,6 +331,15 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _namespace_selector_parses(self) -> Self:
+        """A mistyped selector would serve no namespace, or every one: it stops start-up instead."""
+        try:
+            selectors.parse(self.watch_namespace_selector)
+        except selectors.SelectorError as exc:
+            raise ValueError(f"SECRETFERRY_WATCH_NAMESPACE_SELECTOR: {exc}") from None
+        return self
+
+    @model_validator(mode="after")
     def _forbidden_keys_parse(self) -> Self:
         """A mistyped entry would silently refuse nothing: it stops start-up instead."""
         reserved.parse_rules(self.forbidden_target_keys)
@@ -371,6 +391,10 @@ class Settings(BaseSettings):
 
     def watched_namespaces(self) -> list[str]:
         return [ns.strip() for ns in self.watch_namespaces.split(",") if ns.strip()]
+
+    def namespace_selector(self) -> models_base.LabelSelector | None:
+        """The parsed ``watch_namespace_selector``; None when every namespace (of the list) is served."""
+        return selectors.parse(self.watch_namespace_selector)
 
 
 def load() -> Settings:

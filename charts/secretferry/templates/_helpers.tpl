@@ -193,6 +193,8 @@ an extraEnv entry that repeats one of these names).
       fieldPath: metadata.name
 - name: SECRETFERRY_WATCH_NAMESPACES
   value: {{ join "," (uniq .Values.scope.namespaces) | quote }}
+- name: SECRETFERRY_WATCH_NAMESPACE_SELECTOR
+  value: {{ .Values.scope.namespaceSelector | quote }}
 - name: SECRETFERRY_DEFAULT_HOST_API
   value: {{ .Values.config.defaultHostAPI | quote }}
 - name: SECRETFERRY_ALLOWED_HOSTS

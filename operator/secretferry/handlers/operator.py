@@ -57,7 +57,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         log.info("secretferry waiting for leadership (Lease %s/%s)", cfg.namespace, cfg.peering)
     else:
         await controller.start()
-        log.info("secretferry started (namespaces: %s)", ", ".join(cfg.watched_namespaces()) or "all")
+        log.info(
+            "secretferry started (namespaces: %s; namespace selector: %s)",
+            ", ".join(cfg.watched_namespaces()) or "all",
+            cfg.watch_namespace_selector or "none",
+        )
 
 
 def instance_name(cfg: settings_mod.Settings, env: Mapping[str, str]) -> str:

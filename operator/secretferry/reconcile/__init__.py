@@ -34,6 +34,7 @@ What the pass decides with, and keeps::
     reasons          every reason and mode string, as constants
     state            in-memory indexes: SecretSyncs, scopes, the target cache
     identities       the identity registry: parsed identities and their shared sessions
+    served           which namespaces this operator serves (namespace selector): taken in, let go
     rollouts         restarting the workloads that read a changed Secret (cooldown)
     scheduler        the work queue: dedup, live before backlog, bounded workers
     slim tenancy     compact kept bodies; namespace tenancy rules
@@ -47,6 +48,7 @@ Where does a change go::
     when a Secret is (not) written          drift, guards; the write itself in target_writes
     the order of a pass, or a new step      sync
     a new watch or how events are queued    sync_intake / target_intake
+    which namespaces are served             served (the namespace watch feeding it: identity_intake)
     identity login checks or their status   identity_status; kopf's identity events: identity_intake
     what an event stream's news triggers    streaming (the streams themselves: service.streams)
     start-up order or readiness             startup

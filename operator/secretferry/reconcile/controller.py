@@ -29,6 +29,7 @@ from secretferry.reconcile import (
     resync,
     rollouts,
     scheduler,
+    served,
     startup,
     state,
     streaming,
@@ -60,6 +61,9 @@ class Controller:
         self.settings = settings
         self.clock = clock
         self.syncs: dict[state.SyncKey, state.SyncEntry] = {}
+        self.served = served.ServedNamespaces(
+            settings.namespace_selector(), names=settings.watched_namespaces()
+        )
         self.background = tasks.Tasks()
         self.identities = ident_mod.IdentityRegistry(
             kube=kube,
@@ -115,6 +119,7 @@ class Controller:
             targets=self.targets,
             queue=self.queue,
             on_scopes_changed=self.streaming.scopes_changed,
+            served_namespaces=self.served,
         )
         self.target_intake = target_intake.TargetIntake(
             kube=kube, targets=self.targets, syncs=self.syncs, queue=self.queue
@@ -126,6 +131,8 @@ class Controller:
             syncs=self.syncs,
             queue=self.queue,
             status=self.identity_status,
+            served_namespaces=self.served,
+            on_namespace_served=self._namespace_served,
         )
         self.resync = resync.Resync(
             settings=settings,
@@ -164,6 +171,7 @@ class Controller:
             identities=self.identity_intake,
             resync_=self.resync,
             queue=self.queue,
+            served_=self.served,
         )
         self.background.spawn(boot, "start-up")
 
@@ -183,6 +191,15 @@ class Controller:
     def identity_event(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """An identity event from kopf (handlers/operator.py)."""
         self.identity_intake.event(kind, event_type, body)
+
+    def _namespace_served(self, namespace: str, serve: bool) -> None:
+        """A namespace came to match the namespace selector (taken in) or stopped (let go)."""
+        if serve:
+            self.identity_intake.namespace_served(namespace)
+            self.background.spawn_side(self.sync_intake.take_in(namespace))
+        else:
+            self.sync_intake.let_go(namespace)
+            self.identity_intake.namespace_let_go(namespace)
 
     # --- the worker: one queued SecretSync through the pass -----------------------------------
     async def _work(self, key: state.SyncKey) -> None:

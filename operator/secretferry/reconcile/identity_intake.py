@@ -9,7 +9,9 @@ Also the watches that keep what an identity may do current, without waiting for 
 next login (up to 300 s later):
 
 - namespaces (metadata only, cluster-wide): a label change re-evaluates at once the SecretSyncs
-  of that namespace that use a ClusterMachineIdentity (``allowedNamespaces`` selectors);
+  of that namespace that use a ClusterMachineIdentity (``allowedNamespaces`` selectors) and,
+  with a namespace selector (served.py), takes the namespace in or lets it go; a MachineIdentity
+  of a namespace not served is kept in the registry but never logged in or reported on;
 - ServiceAccounts and Secrets of the served namespaces (metadata only): the opt-in annotation
   ``secretferry.io/allowed-identities`` of an object a namespaced identity relies on. Taken back
   (or the object deleted): the session is dropped and its token revoked at once, the identity is
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from secretferry import backoff
@@ -36,7 +38,7 @@ from secretferry.kube import errors as kube_errors
 from secretferry.kube import namespaces as kube_namespaces
 from secretferry.kube import objects as kube_objects
 from secretferry.reconcile import identities as ident_mod
-from secretferry.reconcile import identity_status, scheduler, state
+from secretferry.reconcile import identity_status, scheduler, served, state
 
 log = logging.getLogger(__name__)
 # "storage is (re)initializing" right after a CRD install: a few attempts, then kopf's watch
@@ -56,6 +58,8 @@ class IdentityIntake:
         syncs: Mapping[state.SyncKey, state.SyncEntry],
         queue: scheduler.Scheduler[state.SyncKey],
         status: identity_status.IdentityStatus,
+        served_namespaces: served.ServedNamespaces | None = None,
+        on_namespace_served: Callable[[str, bool], None] | None = None,
     ) -> None:
         self._kube = kube
         self._settings = settings
@@ -63,6 +67,8 @@ class IdentityIntake:
         self._syncs = syncs
         self._queue = queue
         self._status = status
+        self._served = served_namespaces or served.ServedNamespaces(None)
+        self._on_namespace_served = on_namespace_served
         self.leading = False
 
     def take_over(self) -> None:
@@ -98,8 +104,33 @@ class IdentityIntake:
                 self._identities.upsert(kind, body)
 
     def check_all(self) -> list[asyncio.Task[None]]:
-        """Log every known identity in once (start-up), each in its own task."""
-        return [self._status.spawn_check(entry) for entry in self._identities.entries()]
+        """Log every known identity of a served namespace in once (start-up), each in its own task."""
+        return [self._status.spawn_check(e) for e in self._identities.entries() if self._serves(e)]
+
+    def namespace_served(self, namespace: str) -> None:
+        """``namespace`` is served from now on: its MachineIdentities log in once, so their status
+        says whether they work (its SecretSyncs are taken in by the sync intake)."""
+        if not self.leading:
+            return
+        for entry in self._identities.entries():
+            kind, ns, _ = entry.key
+            if kind == ident_mod.MACHINE and ns == namespace:
+                self._status.spawn_check(entry)
+
+    def namespace_let_go(self, namespace: str) -> None:
+        """``namespace`` is no longer served: forget what its identities' status was last reported
+        as, so that, served again later, their status is written afresh (another release may have
+        written it meanwhile)."""
+        for entry in self._identities.entries():
+            kind, ns, _ = entry.key
+            if kind == ident_mod.MACHINE and ns == namespace:
+                entry.reported = None
+
+    def _serves(self, entry: ident_mod.IdentityEntry) -> bool:
+        """A MachineIdentity is served with its namespace; a ClusterMachineIdentity by every
+        release, but used only by the SecretSyncs of the namespaces each one serves."""
+        kind, namespace, _ = entry.key
+        return kind == ident_mod.CLUSTER or self._served.serves(namespace)
 
     def event(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """An identity event from kopf: update the registry; when leading, re-check and requeue."""
@@ -111,7 +142,7 @@ class IdentityIntake:
             entry = self._identities.upsert(kind, body)
             if previous is not None and previous.generation == entry.generation and previous.uid == entry.uid:
                 return
-            if self.leading:
+            if self.leading and self._serves(entry):
                 self._status.spawn_check(entry)
         if not self.leading:
             return  # a standby replica only keeps its registry current
@@ -121,7 +152,8 @@ class IdentityIntake:
 
     # --- watches -------------------------------------------------------------------------------
     async def watch_namespaces(self, lists_may_start: asyncio.Event | None = None) -> None:
-        """Namespace labels, forever: a change re-evaluates that namespace's cluster-identity users."""
+        """Namespace labels, forever: a change re-evaluates that namespace's cluster-identity users,
+        and, with a namespace selector, takes the namespace in or lets it go."""
         seen: set[str] = set()
         async for event in watching.watch(
             self._kube, path=kube_namespaces.COLLECTION, list_after=lists_may_start, metadata_only=True
@@ -132,17 +164,31 @@ class IdentityIntake:
         """One namespace event; ``seen`` collects the names of the listing under way."""
         if event.type == "SYNCED":
             self._identities.namespaces.listed(seen)
+            for gone in self._served.listing_done(seen):
+                self._served_changed(gone, False)
             seen.clear()
             return
         name = str((event.object.get("metadata") or {}).get("name", ""))
         if event.type == "DELETED":
             self._identities.namespaces.gone(name)
+            self._served_changed(name, self._served.gone(name))
             return
         seen.add(name)
-        if self._identities.namespaces.seen(name, kube_namespaces.labels_of(event.object)):
+        labels = kube_namespaces.labels_of(event.object)
+        if self._identities.namespaces.seen(name, labels):
             self._requeue(
                 [k for k, e in self._syncs.items() if k[0] == name and _identity_kind(e) == ident_mod.CLUSTER]
             )
+        self._served_changed(name, self._served.observe(name, labels))
+
+    def _served_changed(self, namespace: str, serve: bool | None) -> None:
+        if serve is None:
+            return
+        log.info(
+            "namespace %s %s", namespace, "matches the namespace selector: served" if serve else "let go"
+        )
+        if self._on_namespace_served is not None:
+            self._on_namespace_served(namespace, serve)
 
     async def watch_credentials(
         self, kind: str, namespace: str | None, lists_may_start: asyncio.Event | None = None
@@ -176,6 +222,8 @@ class IdentityIntake:
         if not self.leading:
             return  # a standby replica only keeps its registry current
         for entry in (*lost, *back):
+            if not self._serves(entry):
+                continue
             self._status.spawn_check(entry)  # lost: reports not Ready; back: logs in now
             kind_, namespace_, name_ = entry.key
             self._requeue([k for k, e in self._syncs.items() if _uses(e, kind_, namespace_, name_)])

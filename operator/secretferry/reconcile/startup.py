@@ -7,6 +7,10 @@ a SecretSync created right after start waited for both; made before them, they t
 milliseconds. The watches' early part (watching.py) runs from the start, so what is created
 meanwhile is live work, not part of the LIST. The logins get a head start, not a veto: a service
 that is down must not hold up the intake.
+
+With a namespace selector (served.py) the namespaces are listed first of all (a few hundred
+metadata-only objects): until then no namespace is served, and no identity or SecretSync is
+read as ours.
 """
 
 from __future__ import annotations
@@ -16,7 +20,16 @@ import logging
 
 from secretferry import settings as settings_mod
 from secretferry.kube import objects as kube_objects
-from secretferry.reconcile import identity_intake, resync, scheduler, state, sync_intake, target_intake, tasks
+from secretferry.reconcile import (
+    identity_intake,
+    resync,
+    scheduler,
+    served,
+    state,
+    sync_intake,
+    target_intake,
+    tasks,
+)
 
 log = logging.getLogger(__name__)
 # How long the start-up waits for the first logins before listing SecretSyncs and Secrets.
@@ -32,6 +45,7 @@ async def boot(
     identities: identity_intake.IdentityIntake,
     resync_: resync.Resync,
     queue: scheduler.Scheduler[state.SyncKey],
+    served_: served.ServedNamespaces,
 ) -> None:
     lists_may_start = asyncio.Event()
     namespaces: list[str | None] = list(settings.watched_namespaces()) or [None]
@@ -45,7 +59,8 @@ async def boot(
         background.spawn(syncs.watch(ns, lists_may_start), f"watch secretsyncs {ns or '*'}")
     # What identities may do (identity_intake.py): namespace labels, and the opt-ins of the
     # ServiceAccounts (only when tokens may be minted at all) and Secrets identities rely on.
-    background.spawn(identities.watch_namespaces(lists_may_start), "watch namespaces")
+    namespaces_list_after = None if served_.selecting else lists_may_start
+    background.spawn(identities.watch_namespaces(namespaces_list_after), "watch namespaces")
     credential_kinds = ("Secret", "ServiceAccount") if settings.token_requests_enabled else ("Secret",)
     for credential_kind in credential_kinds:
         for ns in namespaces:
@@ -54,6 +69,10 @@ async def boot(
                 f"watch {credential_kind} opt-ins {ns or '*'}",
             )
     try:
+        if not served_.listed.is_set():
+            log.info("listing namespaces for the namespace selector before anything else")
+            await served_.listed.wait()
+            log.info("serving %d namespaces that match the namespace selector", len(served_.served()))
         await identities.list_all()
         checks = identities.check_all()
         if checks:

@@ -4,6 +4,11 @@ Why not kopf: at 10,000 SecretSyncs its per-object handlers cost minutes (docs/a
 decisions"). What arrives is kept slim (slim.py) in ``syncs``; a change queues the SecretSync,
 live work ahead of the backlog; a status-only change (our own patch echoing back) queues nothing
 unless the force-sync annotation moved; a deletion lets go of its scopes and targets.
+
+With a namespace selector (served.py) only the SecretSyncs of served namespaces are taken in:
+the others are dropped on arrival, never reconciled. A namespace that comes to be served is
+listed (``take_in``); one that no longer is, is let go (``let_go``): forgotten like a deleted
+SecretSync, in memory only, its Secrets left as they are. A pass already running finishes.
 """
 
 from __future__ import annotations
@@ -13,13 +18,19 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from secretferry import metrics
+from secretferry import backoff, metrics
 from secretferry.kube import client as kube_client
 from secretferry.kube import customresources, watching
-from secretferry.reconcile import conditions, reasons, scheduler, slim, state, sync_report
+from secretferry.kube import errors as kube_errors
+from secretferry.reconcile import conditions, reasons, scheduler, served, slim, state, sync_report
 from secretferry.service import scopes as scope_mod
 
 log = logging.getLogger(__name__)
+# Listing a namespace that came to be served: retried a few times (the namespace watch brings
+# it again only if its labels change), each wait doubling from 0.5 s up to 5 s.
+_TAKE_IN_ATTEMPTS = 8
+_TAKE_IN_RETRY_INITIAL_SECONDS = 0.5
+_TAKE_IN_RETRY_MAX_SECONDS = 5.0
 
 
 class SyncIntake:
@@ -32,6 +43,7 @@ class SyncIntake:
         targets: state.TargetCache,
         queue: scheduler.Scheduler[state.SyncKey],
         on_scopes_changed: Callable[[set[scope_mod.Scope], set[scope_mod.Scope]], None],
+        served_namespaces: served.ServedNamespaces | None = None,
     ) -> None:
         self._kube = kube
         self._syncs = syncs
@@ -39,6 +51,7 @@ class SyncIntake:
         self._targets = targets
         self._queue = queue
         self._on_scopes_changed = on_scopes_changed
+        self._served = served_namespaces or served.ServedNamespaces(None)
         self._initial_listed = False
 
     async def watch(self, namespace: str | None, lists_may_start: asyncio.Event) -> None:
@@ -65,6 +78,8 @@ class SyncIntake:
             if event.type == "DELETED":
                 deleted_uids.add(meta.get("uid", ""))
                 self.deleted(key)
+            elif not self._served.serves(key[0]):
+                continue  # another release's, or nobody's (served.py)
             elif not (event.listed and meta.get("uid", "") in deleted_uids):
                 seen.add(key)
                 # A change made after start-up (not part of the initial LIST) is live work, even
@@ -73,6 +88,38 @@ class SyncIntake:
                 live = self._initial_listed or not event.listed
                 first = not live and not _in_sync(event.object)
                 self.upserted(event.object, live=live, first=first)
+
+    async def take_in(self, namespace: str) -> None:
+        """``namespace`` is served from now on: queue its SecretSyncs as live work (one LIST of the
+        namespace: a handful of objects, the quota's 200 at most)."""
+        retry = backoff.Backoff(
+            _TAKE_IN_RETRY_INITIAL_SECONDS, _TAKE_IN_RETRY_MAX_SECONDS, jitter=backoff.EQUAL_JITTER
+        )
+        for attempt in range(_TAKE_IN_ATTEMPTS):
+            try:
+                items = await customresources.list_items(
+                    self._kube, plural=sync_report.PLURAL, namespace=namespace
+                )
+                break
+            except kube_errors.KubeError as exc:
+                log.warning("listing the SecretSyncs of %s, attempt %d: %s", namespace, attempt + 1, exc)
+                await asyncio.sleep(retry.next_delay())
+        else:
+            log.error("the SecretSyncs of newly served namespace %s could not be listed", namespace)
+            return
+        if not self._served.serves(namespace):
+            return  # let go again while the list was under way
+        for body in items:
+            self.upserted(body, live=True)
+        log.info("namespace %s served: %d SecretSyncs taken in", namespace, len(items))
+
+    def let_go(self, namespace: str) -> None:
+        """``namespace`` is no longer served: forget its SecretSyncs (in memory only)."""
+        keys = [k for k in self._syncs if k[0] == namespace]
+        for key in keys:
+            self.deleted(key)
+        if keys:
+            log.info("namespace %s let go: %d SecretSyncs no longer served here", namespace, len(keys))
 
     def upserted(self, body: Mapping[str, Any], *, live: bool, first: bool = False) -> None:
         meta = body.get("metadata", {})

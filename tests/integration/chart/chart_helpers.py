@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,14 @@ CI_VALUES = sorted(CI.glob("*-values.yaml"))
 Manifest = dict[str, Any]
 Helm = Callable[..., str]
 Render = Callable[..., list[Manifest]]
+
+
+@dataclass
+class Installed:
+    release: str
+    namespace: str  # the release namespace, where the operator "runs"
+    service_account: str
+    deployment_env: dict[str, str]  # the operator container's env, fieldRefs resolved
 
 
 # Exactly what the operator calls (kube/*.py, kopf's watches), verb by verb: a verb added here

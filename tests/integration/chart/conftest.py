@@ -1,21 +1,28 @@
 """Helm helpers for the chart tests: the pinned helm binary, an isolated HELM_* home, rendering.
 
+The e2e tests (test_chart_e2e.py, test_chart_two_releases.py) share ``service`` (the dev server)
+and ``install`` (a real ``helm install``, uninstalled afterwards).
+
 Rendering needs only the helm binary (from the control-plane cache), not a running cluster, so the
 render and drift tests stay fast; install and dry-run tests take the ``control_plane`` fixture.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import yaml
-from chart_helpers import CHART, Helm, Manifest, Render
+from chart_helpers import CHART, Helm, Installed, Manifest, Render, operator_harness
 
 from secretferry.devcluster import binaries
+from secretferry.devcluster.cluster import ControlPlane
+from secretferry.devserver.testing import DevServer, run_dev_server
 
 
 @pytest.fixture(scope="session")
@@ -68,3 +75,59 @@ def render(helm: Helm) -> Render:
         return [d for d in yaml.safe_load_all(helm(*args)) if d]
 
     return run
+
+
+@pytest.fixture(scope="module")
+def service(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """The dev server; its Kubernetes auth checks login JWTs with a real TokenReview."""
+    reviewer = control_plane.reviewer_token(expiration_seconds=3600)
+    with run_dev_server(
+        seed=operator_harness().seed(control_plane, reviewer_token=reviewer),
+        data_dir=tmp_path_factory.mktemp("devserver"),
+        extra_args=["--heartbeat-seconds", "1", "--recheck-seconds", "2"],
+    ) as server:
+        operator_harness().record_values(server)
+        yield server
+
+
+@pytest.fixture
+def install(control_plane: ControlPlane, helm: Helm) -> Iterator[Callable[..., Installed]]:
+    installed: list[Installed] = []
+
+    def run(release_ns: str, *set_values: str) -> Installed:
+        name = f"sf-{uuid.uuid4().hex[:8]}"
+        # The session's control plane is shared: the CRDs may exist already (other tests, other
+        # releases), so adopt them and win field-manager conflicts, as test_chart.py does.
+        args = ["install", name, str(CHART), "--namespace", release_ns]
+        args += ["--kubeconfig", str(control_plane.kubeconfig)]
+        args += ["--take-ownership", "--force-conflicts", "--wait=hookOnly", "--timeout=2m"]
+        for s in set_values:
+            args += ["--set", s]
+        helm(*args)
+        full = f"{name}-secretferry"
+        release = Installed(name, release_ns, full, _deployment_env(control_plane, release_ns, full))
+        installed.append(release)
+        crds = ("secretsyncs", "machineidentities", "clustermachineidentities")
+        control_plane.kubectl(
+            "wait", "--for=condition=Established", "--timeout=30s", *[f"crd/{c}.secretferry.io" for c in crds]
+        )
+        return release
+
+    yield run
+    for release in installed:
+        args = ["uninstall", release.release, "--namespace", release.namespace]
+        helm(*args, "--kubeconfig", str(control_plane.kubeconfig), check=False)
+
+
+def _deployment_env(cp: ControlPlane, namespace: str, name: str) -> dict[str, str]:
+    deployment = json.loads(cp.kubectl("get", "deployment", name, "-n", namespace, "-o", "json"))
+    env: dict[str, str] = {}
+    for var in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
+        if "valueFrom" not in var:
+            env[var["name"]] = var.get("value", "")  # the apiserver drops empty values
+        elif var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name":
+            env[var["name"]] = "local-operator"  # the pod's name; there is no pod here (tests set it)
+        else:
+            assert var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace", var
+            env[var["name"]] = namespace
+    return env

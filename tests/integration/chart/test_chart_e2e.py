@@ -20,17 +20,16 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_helpers import CHART, Helm, operator_harness
+from chart_helpers import Installed, operator_harness
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -48,70 +47,6 @@ _FAST = {
     "SECRETFERRY_STREAM_HEARTBEAT_SECONDS": "1",
 }
 _FORBIDDEN = re.compile(r"forbidden|\b403\b", re.IGNORECASE)
-
-
-@pytest.fixture(scope="module")
-def service(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    """The dev server; its Kubernetes auth checks login JWTs with a real TokenReview."""
-    reviewer = control_plane.reviewer_token(expiration_seconds=3600)
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer),
-        data_dir=tmp_path_factory.mktemp("devserver"),
-        extra_args=["--heartbeat-seconds", "1", "--recheck-seconds", "2"],
-    ) as server:
-        harness.record_values(server)
-        yield server
-
-
-@dataclass
-class Installed:
-    release: str
-    namespace: str  # the release namespace, where the operator "runs"
-    service_account: str
-    deployment_env: dict[str, str]  # the operator container's env, fieldRefs resolved
-
-
-@pytest.fixture
-def install(control_plane: ControlPlane, helm: Helm) -> Iterator[Callable[..., Installed]]:
-    installed: list[Installed] = []
-
-    def run(release_ns: str, *set_values: str) -> Installed:
-        name = f"sf-{uuid.uuid4().hex[:8]}"
-        # The session's control plane is shared: the CRDs may exist already (other tests, other
-        # releases), so adopt them and win field-manager conflicts, as test_chart.py does.
-        args = ["install", name, str(CHART), "--namespace", release_ns]
-        args += ["--kubeconfig", str(control_plane.kubeconfig)]
-        args += ["--take-ownership", "--force-conflicts", "--wait=hookOnly", "--timeout=2m"]
-        for s in set_values:
-            args += ["--set", s]
-        helm(*args)
-        full = f"{name}-secretferry"
-        release = Installed(name, release_ns, full, _deployment_env(control_plane, release_ns, full))
-        installed.append(release)
-        crds = ("secretsyncs", "machineidentities", "clustermachineidentities")
-        control_plane.kubectl(
-            "wait", "--for=condition=Established", "--timeout=30s", *[f"crd/{c}.secretferry.io" for c in crds]
-        )
-        return release
-
-    yield run
-    for release in installed:
-        args = ["uninstall", release.release, "--namespace", release.namespace]
-        helm(*args, "--kubeconfig", str(control_plane.kubeconfig), check=False)
-
-
-def _deployment_env(cp: ControlPlane, namespace: str, name: str) -> dict[str, str]:
-    deployment = json.loads(cp.kubectl("get", "deployment", name, "-n", namespace, "-o", "json"))
-    env: dict[str, str] = {}
-    for var in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
-        if "valueFrom" not in var:
-            env[var["name"]] = var.get("value", "")  # the apiserver drops empty values
-        elif var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name":
-            env[var["name"]] = "local-operator"  # the pod's name; there is no pod here (tests set it)
-        else:
-            assert var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace", var
-            env[var["name"]] = namespace
-    return env
 
 
 def _as_token(

@@ -166,6 +166,49 @@ def test_namespaced_rbac(render: Render) -> None:
     assert bindings == set(roles)
 
 
+def test_namespace_selector_is_passed_on_and_keeps_the_rbac_of_its_mode(render: Render) -> None:
+    """Which namespaces match changes at run time: no Role can follow, so alone it is cluster-wide
+    RBAC; with scope.namespaces the Roles stay those of the list."""
+    from secretferry import settings
+
+    selector = r"secretferry.io/release in (blue\,green)\,!legacy"  # --set splits at a bare comma
+    docs = render(set_values=[f"scope.namespaceSelector={selector}"])
+    env = operator_env(docs)
+    assert env["SECRETFERRY_WATCH_NAMESPACE_SELECTOR"] == "secretferry.io/release in (blue,green),!legacy"
+    assert env["SECRETFERRY_WATCH_NAMESPACES"] == ""
+    parsed = settings.Settings(watch_namespace_selector=env["SECRETFERRY_WATCH_NAMESPACE_SELECTOR"])
+    assert parsed.namespace_selector() is not None
+    assert rule_triples(_operator_cluster_role(docs)) == NAMESPACED_RULES | CLUSTER_RULES
+    assert by_kind(docs, "Role") == []
+
+    docs = render(set_values=["scope.namespaces={a,b}", "scope.namespaceSelector=team=x"])
+    assert operator_env(docs)["SECRETFERRY_WATCH_NAMESPACE_SELECTOR"] == "team=x"
+    assert {r["metadata"]["namespace"] for r in by_kind(docs, "Role")} == {"a", "b", "secretferry-system"}
+    assert operator_env(render())["SECRETFERRY_WATCH_NAMESPACE_SELECTOR"] == ""
+
+
+def test_two_releases_share_no_cluster_scoped_name_and_no_lease(render: Render) -> None:
+    """Side by side (README "Namespace selection"): every cluster-scoped object is named after the
+    release, and each Lease lives in its own release namespace under its own name."""
+    rendered = {
+        release: render(
+            release=release,
+            namespace=f"ferry-{release}",
+            set_values=["leaderElection.enabled=true", f"scope.namespaceSelector=release={release}"],
+        )
+        for release in ("blue", "green")
+    }
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+    names = {
+        release: {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in cluster_scoped}
+        for release, docs in rendered.items()
+    }
+    shared = names["blue"] & names["green"]
+    assert {kind for kind, _ in shared} == {"CustomResourceDefinition"}  # install them with one only
+    leases = {release: operator_env(docs)["SECRETFERRY_PEERING"] for release, docs in rendered.items()}
+    assert leases == {"blue": "blue-secretferry", "green": "green-secretferry"}
+
+
 def test_quota_on_our_kinds_in_each_served_namespace(render: Render) -> None:
     quotas = by_kind(render(CI / "namespaced-values.yaml"), "ResourceQuota")
     assert sorted(q["metadata"]["namespace"] for q in quotas) == ["secretferry-ci-a", "secretferry-ci-b"]
