@@ -94,7 +94,14 @@ def test_full_spec_round_trips_by_alias() -> None:
             "type": "kubernetes.io/basic-auth",
             "labels": {"l": "1"},
             "annotations": {"n": "2"},
-            "template": {"data": {"username": "{{ DB_USER }}"}, "includeAll": True},
+            "template": {
+                "templateFrom": [
+                    {"configMap": {"name": "tpl", "keys": ["username"]}},
+                    {"secret": {"name": "tpl-secret", "keys": []}},
+                ],
+                "data": {"username": "{{ DB_USER }}"},
+                "includeAll": True,
+            },
             "creationPolicy": "Merge",
             "deletionPolicy": "Delete",
         },
@@ -172,7 +179,7 @@ INVALID = [
     ),
     ({"target": {"name": "Not_Valid"}}, "spec.target.name: string should match pattern"),
     ({"target": {"creationPolicy": "Adopt"}}, "spec.target.creationPolicy: input should be"),
-    ({"target": {"template": {"data": {}}}}, "spec.target.template: template.data is empty"),
+    ({"target": {"template": {"data": {}}}}, "spec.target.template: template.data and templateFrom are empty"),
     (
         {"target": {"template": {"data": {"bad key": "x"}}}},
         "spec.target.template.data: invalid data keys ['bad key']",
