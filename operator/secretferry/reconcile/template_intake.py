@@ -24,6 +24,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 
+from secretferry import metrics
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import objects as kube_objects
@@ -142,8 +143,10 @@ class TemplateSourceIntake:
 
     def _changed(self, key: sources.SourceKey) -> None:
         """A source appeared, changed or went: re-render whoever uses it, now."""
+        metrics.TEMPLATE_SOURCES.labels(kind=key[0]).set(sum(1 for k in self._cache if k[0] == key[0]))
         for sync_key in sorted(self._users.get(key, ())):
             if sync_key in self._syncs:
                 self._queue.enqueue(sync_key, live=True)
+                metrics.TEMPLATE_SOURCE_RERENDERS.inc()
             else:
                 self.bind(sync_key, ())

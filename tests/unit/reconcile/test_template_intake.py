@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from reconcile_fakes import FakeKube, RecordingQueue
 
 from secretferry.kube import errors as kube_errors
@@ -61,10 +62,13 @@ async def test_a_changed_source_queues_every_secretsync_using_it_as_live_work(
     intake.bind(("ns", "other"), [("ConfigMap", "ns", "unrelated")])
     seen: dict[str, Any] = {}
     feed(monkeypatch, [Event("MODIFIED", configmap(data={"a": "2"}))], seen)
+    rerenders = REGISTRY.get_sample_value("secretferry_template_source_rerenders_total") or 0.0
 
     await intake.watch("ConfigMap", "ns", asyncio.Event())
 
     assert queue.queued == {("ns", "one"): True, ("ns", "two"): True}
+    assert REGISTRY.get_sample_value("secretferry_template_source_rerenders_total") == rerenders + 2
+    assert REGISTRY.get_sample_value("secretferry_template_sources", {"kind": "ConfigMap"}) == 1
     # Only what consented is sent: the apiserver filters by the label.
     assert (
         seen["path"] == "/api/v1/configmaps"
