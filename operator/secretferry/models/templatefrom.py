@@ -22,9 +22,9 @@ reconcile/rendering/template_sources.py):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final, Self
+from typing import Annotated, Final, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from secretferry.models import base
 
@@ -38,6 +38,9 @@ TEMPLATE_SOURCE_SELECTOR: Final = f"{TEMPLATE_SOURCE_LABEL}={TEMPLATE_SOURCE_VAL
 MAX_ENTRIES: Final = 16
 # Keys one entry may pick: a ConfigMap rarely has more than a handful of templates.
 MAX_KEYS: Final = 256
+
+# A key of Secret/ConfigMap data (models/secretsync.py DATA_KEY_PATTERN, not imported: it imports us).
+_DataKey = Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", min_length=1, max_length=253)]
 
 NAMESPACE_REFUSED: Final = "only a ClusterSecretSync may name a namespace in templateFrom"
 # For the SecretSync spec (models/secretsync.py): no entry of templateFrom names a namespace.
@@ -58,7 +61,7 @@ class TemplateSourceRef(base.CRModel):
     """Name of the ConfigMap or Secret, e.g. ``db-templates``. It must carry the label
     ``secretferry.io/template-source: "true"`` (else TemplateSourceNotLabelled) and hold at most
     64 KiB of data (else TemplateSourceTooLarge)."""
-    keys: list[str] = Field(default_factory=list, max_length=MAX_KEYS)
+    keys: list[_DataKey] = Field(default_factory=list, max_length=MAX_KEYS)
     """Only these keys of the source are templates, e.g. ``[DATABASE_URL]``; empty (default): every
     key of its ``data``. A key listed here and absent from the source stops the sync
     (TemplateSourceKeyMissing)."""

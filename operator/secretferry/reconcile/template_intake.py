@@ -21,6 +21,7 @@ object without the label) is asked of the apiserver: the object only if it carri
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Iterable, Mapping
 
@@ -54,6 +55,8 @@ class TemplateSourceIntake:
         self._cache: dict[sources.SourceKey, sources.SourceObject] = {}
         self._users: dict[sources.SourceKey, set[state.SyncKey]] = {}
         self._uses: dict[state.SyncKey, tuple[sources.SourceKey, ...]] = {}
+        for kind in KINDS:  # counted at each scrape, not at each change
+            metrics.TEMPLATE_SOURCES.labels(kind=kind).set_function(functools.partial(self.cached, kind))
 
     # --- the pass's side (sources.Reader) ---------------------------------------------------------
     def bind(self, sync_key: state.SyncKey, keys: Iterable[sources.SourceKey]) -> None:
@@ -133,9 +136,9 @@ class TemplateSourceIntake:
                 self._cache[key] = parsed
                 self._changed(key)
 
-    def cached(self) -> int:
-        """How many labelled sources the cache holds."""
-        return len(self._cache)
+    def cached(self, kind: str | None = None) -> int:
+        """How many labelled sources (of ``kind``, or of both kinds) the cache holds."""
+        return sum(1 for key in self._cache if kind is None or key[0] == kind)
 
     def users(self, key: sources.SourceKey) -> set[state.SyncKey]:
         """The SecretSyncs the last passes found using ``key``."""
@@ -143,7 +146,6 @@ class TemplateSourceIntake:
 
     def _changed(self, key: sources.SourceKey) -> None:
         """A source appeared, changed or went: re-render whoever uses it, now."""
-        metrics.TEMPLATE_SOURCES.labels(kind=key[0]).set(sum(1 for k in self._cache if k[0] == key[0]))
         for sync_key in sorted(self._users.get(key, ())):
             if sync_key in self._syncs:
                 self._queue.enqueue(sync_key, live=True)

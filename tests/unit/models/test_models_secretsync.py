@@ -208,6 +208,10 @@ INVALID = [
         {"target": {"template": {"templateFrom": [{"secret": {"name": "Bad_Name"}}]}}},
         "spec.target.template.templateFrom[0].secret.name: string should match pattern",
     ),
+    (
+        {"target": {"template": {"templateFrom": [{"configMap": {"name": "t", "keys": ["bad key"]}}]}}},
+        "spec.target.template.templateFrom[0].configMap.keys[0]: string should match pattern",
+    ),
     # A SecretSync reads templates from its own namespace only (models/templatefrom.py).
     (
         {"target": {"template": {"templateFrom": [{"secret": {"name": "t", "namespace": "other"}}]}}},

@@ -22,6 +22,9 @@ is a value the tenant may not be able to read. So:
   may name another one (models/templatefrom.py refuses it on a SecretSync at admission);
 - the identity's template opt-in (template_trust.py) is required just as for inline templates.
 
+A labelled source is a template, not a value, and is treated like inline template text: a syntax
+error's message (in status) may quote a token of it, as for ``template.data``.
+
 Failures are named, never guessed around, and leave the target as it is: TemplateSourceMissing,
 TemplateSourceNotLabelled, TemplateSourceTooLarge, TemplateSourceKeyMissing, TemplateSourceInvalid.
 Messages name objects and keys, never template text (a Secret's text may be secret).
