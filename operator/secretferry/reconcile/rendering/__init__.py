@@ -4,6 +4,8 @@ Everything between "the service answered" and "this is the Secret we want" that 
 values, and so must stay bounded whatever a tenant writes::
 
     rewrite      key rewriting rules (RE2, bounded), applied before templates; collisions named
+    template_sources  templateFrom: which template texts, from which labelled ConfigMaps/Secrets,
+                 merged with inline data in a fixed order; named failures (the security decision)
     templating   the Jinja sandbox: filters, limits, value-free error messages
     pool         templates rendered off the event loop in worker processes (the shared pool)
     child        the parent's handle on one worker process: request in, frames out, deadline
@@ -12,5 +14,7 @@ values, and so must stay bounded whatever a tenant writes::
     fairness     who gets a freed slot: the namespace served least recently
 
 Import direction (import-linter, "Layers inside reconcile"): pool → child/quarantine/fairness →
-worker → templating. ``desired`` (one level up) is the only caller of the pool and of rewrite.
+worker → templating. ``desired`` (one level up) is the only caller of the pool and of rewrite;
+``template_sources`` sits beside them: pure but for the reader it is handed (the pass resolves with
+it, through template_intake; ``desired`` renders the texts it returns).
 """
