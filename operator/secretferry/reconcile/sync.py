@@ -233,15 +233,16 @@ async def _template_texts(deps: deps_mod.Deps, sync: sync_models.SecretSync) -> 
     """Target key -> template text: inline ``data``, or with ``templateFrom`` the merge of its
     sources and ``data`` (rendering/template_sources.py); {} without a template."""
     template = sync.spec.target.template
-    if template is None:
-        return {}
-    if not template.template_from:
-        return dict(template.data)
+    namespace = sync.metadata.namespace or ""
+    key = (namespace, sync.metadata.name)
+    if template is None or not template.template_from:
+        if deps.template_sources is not None:
+            deps.template_sources.bind(key, ())  # an edit that drops templateFrom: no more re-renders
+        return dict(template.data) if template is not None else {}
     if deps.template_sources is None:
         raise problems.Problem(reasons.TEMPLATE_SOURCE_MISSING, "templateFrom is not available here")
-    namespace = sync.metadata.namespace or ""
     return await template_sources.resolve(
-        template, namespace=namespace, reader=deps.template_sources, sync_key=(namespace, sync.metadata.name)
+        template, namespace=namespace, reader=deps.template_sources, sync_key=key
     )
 
 

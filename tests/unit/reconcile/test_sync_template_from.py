@@ -93,3 +93,16 @@ async def test_a_labelled_source_renders_in_the_worker_pool_with_inline_data_las
         "url": f"db://{VALUES['DB_USER']}",
         "user": f"{VALUES['DB_USER']}!",
     }
+
+
+async def test_an_edit_that_drops_template_from_lets_go_of_its_sources(world: World) -> None:
+    reader = Reader({})
+    world.deps.template_sources = reader
+    world.credentials(allow_templates="id")
+    await world.run(sync_body(target=TARGET))
+    assert reader.bound == {(NAMESPACE, "app"): [SOURCE]}
+
+    await world.run(sync_body(generation=2))
+
+    assert world.ready()["reason"] == reasons.SYNCED
+    assert reader.bound == {(NAMESPACE, "app"): []}  # a change to the ConfigMap queues it no more
