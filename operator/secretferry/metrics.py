@@ -68,6 +68,15 @@ RESYNCS_AFTER_RECONNECT = Counter(
     "secretferry_resyncs_after_reconnect_total", "Scopes resynced because a stream (re)connected."
 )
 ROLLOUTS = Counter("secretferry_rollouts_total", "Workload rollout restarts by kind.", ["kind"])
+# templateFrom (reconcile/template_intake.py): the labelled ConfigMaps and Secrets kept, and the
+# re-renders their changes queued.
+TEMPLATE_SOURCES = Gauge(
+    "secretferry_template_sources", "Labelled template sources (ConfigMaps and Secrets) kept.", ["kind"]
+)
+TEMPLATE_SOURCE_RERENDERS = Counter(
+    "secretferry_template_source_rerenders_total",
+    "SecretSyncs queued because a template source they use appeared, changed or went.",
+)
 # Fed in kube/events.py, after client-go's correlation (kube/eventcache.py).
 EVENTS = Counter(
     "secretferry_events_total",

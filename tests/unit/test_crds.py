@@ -161,6 +161,9 @@ def test_lists_are_bounded_where_cel_might_iterate() -> None:
         ("ClusterMachineIdentity", ".spec.auth", "(has(self.kubernetes) ? 1 : 0)"),
         ("ClusterMachineIdentity", ".spec.auth.universal", "has(self.credentialsSecretRef)"),
         ("SecretSync", ".spec.refreshInterval", "duration(self) >= duration('1s')"),
+        ("SecretSync", ".spec.target.template.templateFrom[]", "has(self.configMap) != has(self.secret)"),
+        # Only a ClusterSecretSync may name a namespace in templateFrom (models/templatefrom.py).
+        ("SecretSync", ".spec", "!has(self.target) || !has(self.target.template)"),
     ],
 )
 def test_exactly_one_of_rules_present(kind: str, path: str, rule: str) -> None:

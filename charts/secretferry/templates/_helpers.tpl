@@ -122,6 +122,8 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # ConfigMap targets (non-sensitive data): the same, without delete (a ConfigMap has no type).
+# Both kinds are also templateFrom sources: watched and listed by the label
+# secretferry.io/template-source=true, read metadata-only to tell missing from unlabelled.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "watch", "create", "patch"]

@@ -51,6 +51,40 @@ async def get(kube: Kube, *, kind: Kind, namespace: str, name: str) -> dict[str,
         return None
 
 
+# client-go's metadata client: the object's metadata alone (no data), refused (406) rather than
+# answered with the whole object.
+_METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
+async def get_metadata(kube: Kube, *, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+    """The object's ``metadata`` only (labels, annotations, versions; never ``data``), or ``None``
+    if it does not exist: for deciding about an object whose content must not be read."""
+    try:
+        answer = await kube.request("GET", path(kind, namespace, name), accept=_METADATA_ONLY)
+    except errors.NotFound:
+        return None
+    metadata: dict[str, Any] = answer.get("metadata") or {}
+    return metadata
+
+
+async def get_selected(
+    kube: Kube, *, kind: Kind, namespace: str, name: str, label_selector: str
+) -> dict[str, Any] | None:
+    """The object, only if it exists *and* matches ``label_selector``; else ``None``. The
+    apiserver applies the selector, so the data of an object that does not match never leaves it."""
+    answer = await kube.request(
+        "GET",
+        path(kind, namespace),
+        query={"labelSelector": label_selector, "fieldSelector": f"metadata.name={name}"},
+    )
+    for item in answer.get("items") or []:
+        if (item.get("metadata") or {}).get("name") == name:
+            item.setdefault("kind", kind)
+            found: dict[str, Any] = item
+            return found
+    return None
+
+
 async def create(
     kube: Kube, manifest: dict[str, Any], *, field_manager: str = FIELD_MANAGER
 ) -> dict[str, Any]:

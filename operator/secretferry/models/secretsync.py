@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from secretferry.models import base, keydecoding, keyrewrite, labels, reserved
+from secretferry.models import base, keydecoding, keyrewrite, labels, reserved, templatefrom
 
 SECRET_SYNC_KIND: Final = "SecretSync"
 
@@ -193,8 +193,21 @@ class Template(base.CRModel):
 
     Without a template every fetched key is written as it is. With one, only the templated keys
     are written unless ``includeAll`` is true, in which case the fetched keys are written too and
-    templated keys override them.
+    templated keys override them. Templates come from ``templateFrom`` (in list order, later
+    entries overriding earlier ones) and then ``data``, which overrides them all.
     """
+
+    template_from: list[templatefrom.TemplateFrom] = Field(
+        default_factory=list, max_length=templatefrom.MAX_ENTRIES
+    )
+    """ConfigMaps or Secrets in the SecretSync's namespace whose keys are templates (at most 16),
+    e.g. ``[{configMap: {name: db-templates}}, {secret: {name: tls-templates, keys: [tls.crt]}}]``:
+    each key is the template of the target key of the same name. Later entries override earlier
+    ones, and ``data`` overrides them all. A source is used only when it carries the label
+    ``secretferry.io/template-source: "true"`` (TemplateSourceNotLabelled) and holds at most 64 KiB
+    (TemplateSourceTooLarge); a missing one stops the sync (TemplateSourceMissing), the target
+    keeping what it has. A change to a source re-renders every SecretSync using it. Like ``data``,
+    needs the identity's template opt-in."""
 
     data: dict[str, str] = Field(default_factory=dict, max_length=1024)
     """Target key -> Jinja2 template, e.g.
@@ -224,8 +237,10 @@ class Template(base.CRModel):
 
     @model_validator(mode="after")
     def _not_empty(self) -> Self:
-        if not self.data and not self.include_all:
-            raise ValueError("template.data is empty and includeAll is false: nothing would be written")
+        if not self.data and not self.template_from and not self.include_all:
+            raise ValueError(
+                "template.data and templateFrom are empty and includeAll is false: nothing would be written"
+            )
         return self
 
 
@@ -300,7 +315,7 @@ class RolloutRestartTarget(base.CRModel):
     """Name of the workload; always in the SecretSync's own namespace."""
 
 
-class SecretSyncSpec(base.CRModel):
+class SecretSyncSpec(base.CRModel, json_schema_extra=base.validations(templatefrom.NO_NAMESPACE_RULE)):
     """Which secrets to copy from the service, logged in as which identity, into which object."""
 
     identity_ref: IdentityRef
@@ -339,6 +354,12 @@ class SecretSyncSpec(base.CRModel):
     """Sync a source that lists no secrets (or whose key filters keep none). By default such a
     source stops the sync (SourceEmpty) and the target stays as it is: a mistyped or deleted path
     answers exactly like an empty folder, and must not empty a Secret."""
+
+    @model_validator(mode="after")
+    def _own_namespace(self) -> Self:
+        if self.target.template is not None:
+            templatefrom.refuse_namespaces(self.target.template.template_from)
+        return self
 
     @field_validator("refresh_interval")
     @classmethod

@@ -7,6 +7,8 @@ The controller and its collaborators, one job each::
     startup          start-up order: watches, identities and their logins, then the big LISTs
     sync_intake      SecretSyncs in: our LIST+WATCH into the work queue (live vs backlog)
     target_intake    managed Secrets/ConfigMaps in: the watch cache, repairs of hand edits
+    template_intake  templateFrom's sources in: labelled ConfigMaps/Secrets, which SecretSyncs use
+                     each; a change re-renders them
     identity_intake  identities in: the start-up read, kopf's events, standby → leader hand-off
     identity_status  an identity's status: login check, last login, list route; patched on change
     streaming        event streams over the scopes: which to hold, what their news queues

@@ -37,6 +37,7 @@ from secretferry.reconcile import (
     sync_intake,
     target_intake,
     tasks,
+    template_intake,
 )
 from secretferry.reconcile import identities as ident_mod
 from secretferry.service import fetcher as fetcher_mod
@@ -124,6 +125,9 @@ class Controller:
         self.target_intake = target_intake.TargetIntake(
             kube=kube, targets=self.targets, syncs=self.syncs, queue=self.queue
         )
+        self.template_intake = template_intake.TemplateSourceIntake(
+            kube=kube, syncs=self.syncs, queue=self.queue
+        )
         self.identity_intake = identity_intake.IdentityIntake(
             kube=kube,
             settings=settings,
@@ -158,6 +162,7 @@ class Controller:
             clock=clock,
             step_aside=lambda: self.queue.step_aside(max_wait_seconds=_STEP_ASIDE_MAX_SECONDS),
             off_slot=self.queue.off_slot,
+            template_sources=self.template_intake,
         )
 
     # --- lifecycle (handlers/operator.py: at once, or once this replica leads) -----------------
@@ -168,6 +173,7 @@ class Controller:
             background=self.background,
             syncs=self.sync_intake,
             targets=self.target_intake,
+            templates=self.template_intake,
             identities=self.identity_intake,
             resync_=self.resync,
             queue=self.queue,

@@ -17,6 +17,7 @@ from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile import problems, rollouts, state
+from secretferry.reconcile.rendering import template_sources
 from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import scopes as scope_mod
 
@@ -41,3 +42,6 @@ class Deps:
     """Wait until the live work around this reconcile is done (``Scheduler.step_aside``)."""
     off_slot: Callable[[], contextlib.AbstractAsyncContextManager[None]] = contextlib.nullcontext
     """Wait without holding a reconcile slot, inside ``async with`` (``Scheduler.off_slot``)."""
+    template_sources: template_sources.Reader | None = None
+    """Where templateFrom's ConfigMaps and Secrets are read (template_intake.py); None: a
+    SecretSync with templateFrom fails (tests and tools without a watch)."""

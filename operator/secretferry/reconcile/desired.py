@@ -1,7 +1,9 @@
 """The desired target object: a pure function of (SecretSync, fetched secrets).
 
 Order of precedence, lowest first: within a source, its imports in position order, then its own
-secrets; then each source in ``spec.sources`` order; then templated keys.
+secrets; then each source in ``spec.sources`` order; then templated keys. Which templates: the
+texts ``rendering/template_sources.py`` resolved (``templateFrom`` in order, then inline ``data``),
+passed in as ``templates``, so that building stays pure; without them, inline ``data`` alone.
 
 Per source, in this order: imports and own secrets merged; ``includeKeys`` / ``excludeKeys``
 filter them (by the names at the service); the source's ``rewrite`` rules rename the keys left,
@@ -226,19 +228,23 @@ async def render_and_build(
     *,
     hmac_key: bytes,
     renderer: pool.RenderPool,
+    templates: Mapping[str, str] | None = None,
 ) -> DesiredObject:
     """``build_desired``, with the templates (if any) rendered by ``renderer``: in a worker
-    process under CPU, memory and output limits, never on the event loop (pool.py)."""
-    template = sync.spec.target.template
-    if template is None or not template.data:
-        return build_desired(sync, fetched, hmac_key=hmac_key, rendered={})
+    process under CPU, memory and output limits, never on the event loop (pool.py).
+
+    ``templates``: target key -> template text as resolved (template_sources.py); None: the
+    inline ``template.data``."""
+    texts = _texts(sync.spec.target.template, templates)
+    if not texts:
+        return build_desired(sync, fetched, hmac_key=hmac_key, rendered={}, templates=texts)
     secrets = merge_sources(sync.spec.sources, fetched)
     try:
-        rendered = await renderer.render(template.data, secrets, tenant=sync.metadata.namespace or "")
+        rendered = await renderer.render(texts, secrets, tenant=sync.metadata.namespace or "")
     except templating.TemplateRenderError as exc:
         failure = str(exc)
     else:
-        return build_desired(sync, fetched, hmac_key=hmac_key, rendered=rendered)
+        return build_desired(sync, fetched, hmac_key=hmac_key, rendered=rendered, templates=texts)
     raise problems.Problem(reasons.TEMPLATE_ERROR, failure)
 
 
@@ -248,6 +254,7 @@ def build_desired(
     *,
     hmac_key: bytes,
     rendered: Mapping[str, binary.Value] | None = None,
+    templates: Mapping[str, str] | None = None,
 ) -> DesiredObject:
     """The target object for ``sync`` given one FetchedSource per ``spec.sources`` entry.
 
@@ -255,13 +262,15 @@ def build_desired(
 
     ``rendered``: the templates' output, from ``render_and_build``; without it templates render
     in this process, with the sandbox's bounds only (for tests and tools, not the operator).
+
+    ``templates``: the resolved template texts (``render_and_build``); None: inline ``data``.
     """
     target = sync.spec.target
     namespace = sync.metadata.namespace
     if namespace is None:
         raise ValueError("a SecretSync always has a namespace")
     secrets = merge_sources(sync.spec.sources, fetched)
-    data = _render(target.template, secrets, rendered)
+    data = _render(target.template, _texts(target.template, templates), secrets, rendered)
     _check_keys(data)
     secret_type = target.type if target.kind == "Secret" and target.creation_policy != "Merge" else None
     if secret_type is not None:
@@ -287,8 +296,15 @@ def build_desired(
     )
 
 
+def _texts(template: secretsync.Template | None, resolved: Mapping[str, str] | None) -> Mapping[str, str]:
+    if resolved is not None:
+        return resolved
+    return template.data if template is not None else {}
+
+
 def _render(
     template: secretsync.Template | None,
+    texts: Mapping[str, str],
     secrets: Mapping[str, binary.Value],
     done: Mapping[str, binary.Value] | None,
 ) -> dict[str, binary.Value]:
@@ -296,7 +312,7 @@ def _render(
         return dict(secrets)
     try:
         rendered: dict[str, binary.Value] = (
-            dict(done) if done is not None else templating.render(template.data, secrets)
+            dict(done) if done is not None else templating.render(texts, secrets)
         )
     except templating.TemplateRenderError as exc:
         failure = str(exc)

@@ -43,6 +43,12 @@ RATE_LIMITED: Final = "RateLimited"  # 429
 
 # Ready=False: building or writing the target.
 TEMPLATE_ERROR: Final = "TemplateError"
+# template.templateFrom (reconcile/rendering/template_sources.py): the ConfigMap/Secret named ...
+TEMPLATE_SOURCE_MISSING: Final = "TemplateSourceMissing"  # ... does not exist
+TEMPLATE_SOURCE_NOT_LABELLED: Final = "TemplateSourceNotLabelled"  # ... lacks secretferry.io/template-source
+TEMPLATE_SOURCE_TOO_LARGE: Final = "TemplateSourceTooLarge"  # ... holds more than 64 KiB
+TEMPLATE_SOURCE_KEY_MISSING: Final = "TemplateSourceKeyMissing"  # ... lacks a key its entry's keys lists
+TEMPLATE_SOURCE_INVALID: Final = "TemplateSourceInvalid"  # ... holds a value that is not UTF-8 text
 INVALID_KEY: Final = "InvalidKey"  # a fetched key cannot be a Secret/ConfigMap data key
 KEY_COLLISION: Final = "KeyCollision"  # two keys of a source renamed to one name by its rewrite rules
 DECODING_FAILED: Final = "DecodingFailed"  # a value is not valid Base64/Base64URL where a source says it is

@@ -29,6 +29,7 @@ from secretferry.reconcile import (
     sync_intake,
     target_intake,
     tasks,
+    template_intake,
 )
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ async def boot(
     background: tasks.Tasks,
     syncs: sync_intake.SyncIntake,
     targets: target_intake.TargetIntake,
+    templates: template_intake.TemplateSourceIntake,
     identities: identity_intake.IdentityIntake,
     resync_: resync.Resync,
     queue: scheduler.Scheduler[state.SyncKey],
@@ -57,6 +59,12 @@ async def boot(
             )
     for ns in namespaces:
         background.spawn(syncs.watch(ns, lists_may_start), f"watch secretsyncs {ns or '*'}")
+    # templateFrom's sources: labelled ConfigMaps and Secrets only (template_intake.py).
+    for kind in template_intake.KINDS:
+        for ns in namespaces:
+            background.spawn(
+                templates.watch(kind, ns, lists_may_start), f"watch template-source {kind}s {ns or '*'}"
+            )
     # What identities may do (identity_intake.py): namespace labels, and the opt-ins of the
     # ServiceAccounts (only when tokens may be minted at all) and Secrets identities rely on.
     namespaces_list_after = None if served_.selecting else lists_may_start

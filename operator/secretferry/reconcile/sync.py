@@ -38,7 +38,7 @@ from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import desired as desired_mod
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile import refresh as refresh_mod
-from secretferry.reconcile.rendering import pool
+from secretferry.reconcile.rendering import pool, template_sources
 from secretferry.service import auth
 from secretferry.service import errors as service_errors
 from secretferry.service import models as service_models
@@ -155,14 +155,20 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
         # Not retried on a timer of its own: the scope's resync and its events bring the next look.
         return await _failed(deps, entry, source_problem), "source"
 
-    template = sync.spec.target.template
+    try:
+        texts = await _template_texts(deps, sync)
+    except problems.Problem as unresolved:
+        # A source that appears, gets its label or changes queues this SecretSync again
+        # (template_intake.py); the refresh looks again at what no watch event tells (a source
+        # created without the label).
+        return await _failed(deps, entry, unresolved, look_again=refresh), "render"
     # Waiting for a template worker (one namespace's bombs can keep its worker busy for minutes)
     # holds no reconcile slot; without templates there is nothing to wait for (scheduler.py).
-    wait = deps.off_slot() if template is not None and template.data else contextlib.nullcontext()
+    wait = deps.off_slot() if texts else contextlib.nullcontext()
     try:
         async with wait:
             want = await desired_mod.render_and_build(
-                sync, fetched, hmac_key=deps.hmac_key, renderer=pool.shared(deps.settings)
+                sync, fetched, hmac_key=deps.hmac_key, renderer=pool.shared(deps.settings), templates=texts
             )
     except problems.Problem as unrenderable:
         return await _failed(deps, entry, unrenderable), "render"
@@ -221,6 +227,23 @@ async def _held(
         mode=refresh_mod.mode(sync),
     )
     return None
+
+
+async def _template_texts(deps: deps_mod.Deps, sync: sync_models.SecretSync) -> dict[str, str]:
+    """Target key -> template text: inline ``data``, or with ``templateFrom`` the merge of its
+    sources and ``data`` (rendering/template_sources.py); {} without a template."""
+    template = sync.spec.target.template
+    namespace = sync.metadata.namespace or ""
+    key = (namespace, sync.metadata.name)
+    if template is None or not template.template_from:
+        if deps.template_sources is not None:
+            deps.template_sources.bind(key, ())  # an edit that drops templateFrom: no more re-renders
+        return dict(template.data) if template is not None else {}
+    if deps.template_sources is None:
+        raise problems.Problem(reasons.TEMPLATE_SOURCE_MISSING, "templateFrom is not available here")
+    return await template_sources.resolve(
+        template, namespace=namespace, reader=deps.template_sources, sync_key=key
+    )
 
 
 def _routine(entry: state.SyncEntry) -> bool:

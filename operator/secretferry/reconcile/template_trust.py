@@ -21,7 +21,8 @@ Exact identity names, not ``"true"``: the ServiceAccount or Secret may already a
 identities (for different teams or pipelines); a blanket value would hand reading to every one
 of them, including ones named in ``allowed-identities`` later for another purpose.
 
-What counts as computing over values: ``spec.target.template.data``. Key filters
+What counts as computing over values: ``spec.target.template.data`` and ``templateFrom`` (template
+text read from a ConfigMap or Secret is the same code; rendering/template_sources.py). Key filters
 (includeKeys/excludeKeys, tags, metadata) select keys by name or service-side attributes, and
 ``includeAll`` writes fetched values as they are; none of them runs anything over a value.
 """
@@ -43,9 +44,9 @@ ALLOW_TEMPLATES_FIELD: Final = "spec.allowTemplates"
 
 
 def computes_over_values(spec: sync_models.SecretSyncSpec) -> bool:
-    """Whether ``spec`` makes the operator run code over values: templates with any data."""
+    """Whether ``spec`` makes the operator run code over values: inline templates or templateFrom."""
     template = spec.target.template
-    return template is not None and bool(template.data)
+    return template is not None and bool(template.data or template.template_from)
 
 
 def credential_object(auth: identity_models.IdentityAuth) -> tuple[str, str]:

@@ -96,7 +96,14 @@ def test_full_spec_round_trips_by_alias() -> None:
             "type": "kubernetes.io/basic-auth",
             "labels": {"l": "1"},
             "annotations": {"n": "2"},
-            "template": {"data": {"username": "{{ DB_USER }}"}, "includeAll": True},
+            "template": {
+                "templateFrom": [
+                    {"configMap": {"name": "tpl", "keys": ["username"]}},
+                    {"secret": {"name": "tpl-secret", "keys": []}},
+                ],
+                "data": {"username": "{{ DB_USER }}"},
+                "includeAll": True,
+            },
             "creationPolicy": "Merge",
             "deletionPolicy": "Delete",
         },
@@ -174,7 +181,10 @@ INVALID = [
     ),
     ({"target": {"name": "Not_Valid"}}, "spec.target.name: string should match pattern"),
     ({"target": {"creationPolicy": "Adopt"}}, "spec.target.creationPolicy: input should be"),
-    ({"target": {"template": {"data": {}}}}, "spec.target.template: template.data is empty"),
+    (
+        {"target": {"template": {"data": {}}}},
+        "spec.target.template: template.data and templateFrom are empty",
+    ),
     (
         {"target": {"template": {"data": {"bad key": "x"}}}},
         "spec.target.template.data: invalid data keys ['bad key']",
@@ -184,6 +194,31 @@ INVALID = [
         "spec.rolloutRestartTargets[0].kind: input should",
     ),
     ({"identityRef": None}, "spec.identityRef: input should be"),
+    (
+        {"target": {"template": {"templateFrom": [{"configMap": {"name": "t"}, "secret": {"name": "t"}}]}}},
+        "spec.target.template.templateFrom[0]: set exactly one of configMap and secret",
+    ),
+    (
+        {"target": {"template": {"templateFrom": [{}]}}},
+        "spec.target.template.templateFrom[0]: set exactly one of configMap and secret",
+    ),
+    (
+        {"target": {"template": {"templateFrom": [{"configMap": {"name": "t"}}] * 17}}},
+        "spec.target.template.templateFrom: list should have at most 16",
+    ),
+    (
+        {"target": {"template": {"templateFrom": [{"secret": {"name": "Bad_Name"}}]}}},
+        "spec.target.template.templateFrom[0].secret.name: string should match pattern",
+    ),
+    (
+        {"target": {"template": {"templateFrom": [{"configMap": {"name": "t", "keys": ["bad key"]}}]}}},
+        "spec.target.template.templateFrom[0].configMap.keys[0]: string should match pattern",
+    ),
+    # A SecretSync reads templates from its own namespace only (models/templatefrom.py).
+    (
+        {"target": {"template": {"templateFrom": [{"secret": {"name": "t", "namespace": "other"}}]}}},
+        "spec: only a ClusterSecretSync may name a namespace in templateFrom",
+    ),
 ]
 
 
@@ -192,6 +227,15 @@ def test_invalid(spec: dict[str, Any], expected: str) -> None:
     with pytest.raises(ValidationError) as info:
         models.SecretSync.from_body(body(spec))
     assert expected in models.describe_validation_error(info.value)
+
+
+def test_template_from_alone_is_a_template() -> None:
+    sync = models.SecretSync.from_body(
+        body({"target": {"template": {"templateFrom": [{"configMap": {"name": "t"}}]}}})
+    )
+    assert sync.spec.target.template is not None
+    [entry] = sync.spec.target.template.template_from
+    assert (entry.kind, entry.ref.name, entry.ref.keys, entry.ref.namespace) == ("ConfigMap", "t", [], None)
 
 
 def test_missing_spec() -> None:

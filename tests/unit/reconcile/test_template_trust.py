@@ -44,10 +44,13 @@ def sync_spec(target: dict[str, Any]) -> sync_models.SecretSyncSpec:
         ({"template": {"data": {"url": "literal"}}}, True),  # a literal is a template too: it can guess
         ({"template": {"data": {"url": "{{ A }}"}, "includeAll": True}}, True),
         ({"template": {"includeAll": True}}, False),  # every fetched key as it is: nothing runs
+        # Template text from a ConfigMap or Secret is the same code: the same opt-in.
+        ({"template": {"templateFrom": [{"configMap": {"name": "t"}}]}}, True),
+        ({"template": {"templateFrom": [{"secret": {"name": "t"}}], "includeAll": True}}, True),
         ({"type": "kubernetes.io/basic-auth", "labels": {"a": "b"}}, False),
     ],
 )
-def test_only_template_data_computes_over_values(target: dict[str, Any], computes: bool) -> None:
+def test_only_templates_compute_over_values(target: dict[str, Any], computes: bool) -> None:
     assert template_trust.computes_over_values(sync_spec(target)) is computes
 
 
