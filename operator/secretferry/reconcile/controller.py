@@ -22,6 +22,8 @@ from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.reconcile import (
+    cluster_report,
+    cluster_syncs,
     deps,
     identity_intake,
     identity_status,
@@ -119,6 +121,22 @@ class Controller:
         self.target_intake = target_intake.TargetIntake(
             kube=kube, targets=self.targets, syncs=self.syncs, queue=self.queue
         )
+        # ClusterSecretSyncs: one entry per selected namespace in ``syncs``, through the same pass.
+        self.cluster_records: dict[str, cluster_report.ClusterRecord] = {}
+        self.cluster_report = cluster_report.ClusterReport(
+            kube=kube, syncs=self.syncs, records=self.cluster_records, instance=instance
+        )
+        self.cluster_syncs = cluster_syncs.ClusterSyncs(
+            kube=kube,
+            settings=settings,
+            syncs=self.syncs,
+            queue=self.queue,
+            namespaces=self.identities.namespaces,
+            sync_intake_=self.sync_intake,
+            records=self.cluster_records,
+            report=self.cluster_report,
+            background=self.background,
+        )
         self.identity_intake = identity_intake.IdentityIntake(
             kube=kube,
             settings=settings,
@@ -126,6 +144,7 @@ class Controller:
             syncs=self.syncs,
             queue=self.queue,
             status=self.identity_status,
+            on_namespace=self.cluster_syncs.namespace_changed,
         )
         self.resync = resync.Resync(
             settings=settings,
@@ -151,6 +170,7 @@ class Controller:
             clock=clock,
             step_aside=lambda: self.queue.step_aside(max_wait_seconds=_STEP_ASIDE_MAX_SECONDS),
             off_slot=self.queue.off_slot,
+            on_cluster_report=self.cluster_report.entry_reported,
         )
 
     # --- lifecycle (handlers/operator.py: at once, or once this replica leads) -----------------
@@ -162,6 +182,8 @@ class Controller:
             syncs=self.sync_intake,
             targets=self.target_intake,
             identities=self.identity_intake,
+            clusters=self.cluster_syncs,
+            cluster_report_=self.cluster_report,
             resync_=self.resync,
             queue=self.queue,
         )

@@ -41,3 +41,6 @@ class Deps:
     """Wait until the live work around this reconcile is done (``Scheduler.step_aside``)."""
     off_slot: Callable[[], contextlib.AbstractAsyncContextManager[None]] = contextlib.nullcontext
     """Wait without holding a reconcile slot, inside ``async with`` (``Scheduler.off_slot``)."""
+    on_cluster_report: Callable[[state.SyncEntry], None] = lambda entry: None
+    """Told when the status of an entry expanded from a ClusterSecretSync changed (it has no
+    object of its own to patch): its ClusterSecretSync's counts are due (cluster_report.py)."""

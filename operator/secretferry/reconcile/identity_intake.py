@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from secretferry import backoff
@@ -56,6 +56,7 @@ class IdentityIntake:
         syncs: Mapping[state.SyncKey, state.SyncEntry],
         queue: scheduler.Scheduler[state.SyncKey],
         status: identity_status.IdentityStatus,
+        on_namespace: Callable[[str | None], None] = lambda name: None,
     ) -> None:
         self._kube = kube
         self._settings = settings
@@ -63,6 +64,9 @@ class IdentityIntake:
         self._syncs = syncs
         self._queue = queue
         self._status = status
+        self._on_namespace = on_namespace
+        """Told of each namespace created, changed or deleted, and (None) of each complete listing:
+        the ClusterSecretSyncs' selections follow (cluster_syncs.py)."""
         self.leading = False
 
     def take_over(self) -> None:
@@ -133,16 +137,19 @@ class IdentityIntake:
         if event.type == "SYNCED":
             self._identities.namespaces.listed(seen)
             seen.clear()
+            self._on_namespace(None)
             return
         name = str((event.object.get("metadata") or {}).get("name", ""))
         if event.type == "DELETED":
             self._identities.namespaces.gone(name)
+            self._on_namespace(name)
             return
         seen.add(name)
         if self._identities.namespaces.seen(name, kube_namespaces.labels_of(event.object)):
             self._requeue(
                 [k for k, e in self._syncs.items() if k[0] == name and _identity_kind(e) == ident_mod.CLUSTER]
             )
+        self._on_namespace(name)
 
     async def watch_credentials(
         self, kind: str, namespace: str | None, lists_may_start: asyncio.Event | None = None

@@ -16,7 +16,17 @@ import logging
 
 from secretferry import settings as settings_mod
 from secretferry.kube import objects as kube_objects
-from secretferry.reconcile import identity_intake, resync, scheduler, state, sync_intake, target_intake, tasks
+from secretferry.reconcile import (
+    cluster_report,
+    cluster_syncs,
+    identity_intake,
+    resync,
+    scheduler,
+    state,
+    sync_intake,
+    target_intake,
+    tasks,
+)
 
 log = logging.getLogger(__name__)
 # How long the start-up waits for the first logins before listing SecretSyncs and Secrets.
@@ -30,6 +40,8 @@ async def boot(
     syncs: sync_intake.SyncIntake,
     targets: target_intake.TargetIntake,
     identities: identity_intake.IdentityIntake,
+    clusters: cluster_syncs.ClusterSyncs,
+    cluster_report_: cluster_report.ClusterReport,
     resync_: resync.Resync,
     queue: scheduler.Scheduler[state.SyncKey],
 ) -> None:
@@ -43,6 +55,9 @@ async def boot(
             )
     for ns in namespaces:
         background.spawn(syncs.watch(ns, lists_may_start), f"watch secretsyncs {ns or '*'}")
+    # ClusterSecretSyncs (cluster-scoped): expanded once the namespace watch below has listed.
+    background.spawn(clusters.watch(lists_may_start), "watch clustersecretsyncs")
+    background.spawn(cluster_report_.loop(), "clustersecretsync status")
     # What identities may do (identity_intake.py): namespace labels, and the opt-ins of the
     # ServiceAccounts (only when tokens may be minted at all) and Secrets identities rely on.
     background.spawn(identities.watch_namespaces(lists_may_start), "watch namespaces")

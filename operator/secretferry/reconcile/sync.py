@@ -162,7 +162,11 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     try:
         async with wait:
             want = await desired_mod.render_and_build(
-                sync, fetched, hmac_key=deps.hmac_key, renderer=pool.shared(deps.settings)
+                sync,
+                fetched,
+                hmac_key=deps.hmac_key,
+                renderer=pool.shared(deps.settings),
+                origin=entry.origin,
             )
     except problems.Problem as unrenderable:
         return await _failed(deps, entry, unrenderable), "render"

@@ -79,7 +79,8 @@ async def report(
     """
     before = entry.status
     ready: conditions.Status = "True" if ok else "False"
-    metrics.set_sync_condition(entry.key, reasons.READY, ready)  # a no-op unless per_object_metrics
+    if entry.origin is None:  # a ClusterSecretSync's namespaces: secretferry_clustersecretsync_namespaces
+        metrics.set_sync_condition(entry.key, reasons.READY, ready)  # a no-op unless per_object_metrics
     # lastSyncTime moves when the target or the status really changed, not on every no-op pass:
     # a timestamp bump alone would be 10,000 status patches per resync.
     stamp = ok and (wrote or not before.get(_LAST_SYNC_TIME))
@@ -119,6 +120,12 @@ async def report(
     # _known may say "changed" where the model normalises (a message cut to the Condition limit):
     # what the patch would really change decides.
     if not stamp and all(before.get(k) == v for k, v in patch.items() if k != _LAST_SYNC_TIME):
+        return
+    if entry.origin is not None:
+        # One namespace of a ClusterSecretSync: no object of its own; its status is kept in
+        # memory (what drift and refresh read next time) and counted into the ClusterSecretSync's.
+        entry.status = slim.status({**before, **patch})
+        deps.on_cluster_report(entry)
         return
     try:
         await kube_status.patch_status(
