@@ -55,6 +55,8 @@ class ClusterRecord:
     """The namespaces selected now (each has an entry under ``state.cluster_key``)."""
     invalid: str | None = None
     """Why the spec does not parse; then no namespace is selected."""
+    force_annotation: str | None = None
+    """``secretferry.io/force-sync`` as last seen: a new value forces a read in every namespace."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,9 +104,14 @@ class ClusterSyncs:
     def upserted(self, body: Mapping[str, Any], *, live: bool) -> None:
         meta = body.get("metadata") or {}
         name, uid, generation = str(meta.get("name", "")), str(meta.get("uid", "")), meta.get("generation")
+        force = (meta.get("annotations") or {}).get(state.FORCE_SYNC_ANNOTATION)
         record = self._records.get(name)
         if record is not None and record.uid == uid and record.generation == generation:
-            return  # a status-only change, most likely our own patch echoing back
+            if force != record.force_annotation:
+                record.force_annotation = force
+                if force is not None:
+                    self._force(record)
+            return  # else a status-only change, most likely our own patch echoing back
         if record is not None and record.uid != uid:
             self.deleted(name)  # recreated under the same name: another object
             record = None
@@ -120,10 +125,19 @@ class ClusterSyncs:
                 name=name, uid=uid, generation=generation, status=slim.status(body.get("status"))
             )
             self._records[name] = record
-        record.generation, record.invalid = generation, invalid
+        record.generation, record.invalid, record.force_annotation = generation, invalid, force
         self._specs[name] = spec
         self._bodies[name] = {"metadata": dict(meta), "spec": body.get("spec") or {}}
         self._select(record, live=live)
+
+    def _force(self, record: cluster_report.ClusterRecord) -> None:
+        """The force-sync annotation moved: every namespace reads the service once, now."""
+        for namespace in sorted(record.namespaces):
+            key = state.cluster_key(namespace, record.name)
+            entry = self._syncs.get(key)
+            if entry is not None:
+                entry.force_pending = True
+                self._queue.enqueue(key, live=True)
 
     def deleted(self, name: str) -> None:
         """The ClusterSecretSync is gone: its entries go; its Owner targets follow through the

@@ -25,6 +25,7 @@ from secretferry.kube import errors as kube_errors
 from secretferry.kube import events as kube_events
 from secretferry.kube import status as kube_status
 from secretferry.models import base as models_base
+from secretferry.models import clustersecretsync
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import conditions, problems, reasons, slim, state
 from secretferry.reconcile import deps as deps_mod
@@ -51,6 +52,15 @@ _UPDATE_MODE_REASON: Final = _wire("update_mode_reason")
 
 
 def regarding(entry: state.SyncEntry) -> kube_events.ObjectRef:
+    """The object an Event about this entry is on: the SecretSync, or the ClusterSecretSync an
+    expanded entry stands for (it has no object of its own)."""
+    if entry.origin is not None:
+        return {
+            "apiVersion": models_base.API_VERSION,
+            "kind": clustersecretsync.CLUSTER_SECRET_SYNC_KIND,
+            "name": entry.origin.name,
+            "uid": entry.origin.uid,
+        }
     return {
         "apiVersion": models_base.API_VERSION,
         "kind": sync_models.SECRET_SYNC_KIND,

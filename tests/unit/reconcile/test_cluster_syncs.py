@@ -199,3 +199,19 @@ async def test_a_secretsync_relist_leaves_the_cluster_entries_alone(monkeypatch:
     monkeypatch.setattr(watching, "watch", one_listing)
     await w.sync_intake.watch(None, asyncio.Event())
     assert w.selected() == {"a"}
+
+
+def test_the_force_sync_annotation_forces_every_namespace() -> None:
+    w = World()
+    w.listed(a="pay", b="pay")
+    w.clusters.upserted(_body(), live=False)
+    w.queue.queued.clear()
+    body = _body()
+    body["metadata"]["annotations"] = {state.FORCE_SYNC_ANNOTATION: "now"}
+    w.clusters.upserted(body, live=True)
+    keys = {state.cluster_key(ns, "shared") for ns in ("a", "b")}
+    assert w.queue.queued == dict.fromkeys(keys, True)
+    assert all(w.syncs[k].force_pending for k in keys)
+    w.queue.queued.clear()
+    w.clusters.upserted(body, live=True)  # the same value again: nothing
+    assert w.queue.queued == {}
