@@ -159,8 +159,10 @@ class ClusterSyncs:
         if known is None:
             return
         if namespace is None:
+            # A complete listing (start-up, or a relist after the watch expired): what it changes
+            # is backlog; namespaces created or relabelled later arrive one by one, as live work.
             for record in list(self._records.values()):
-                self._select(record, live=self._initial_listed)
+                self._select(record, live=False)
             return
         found = known.get(namespace)
         for record in list(self._records.values()):
@@ -186,7 +188,12 @@ class ClusterSyncs:
         if known is None:
             return  # made once the namespace watch has listed (namespace_changed(None))
         spec = self._specs.get(record.name)
-        want = set() if spec is None else cluster_selection.selected(spec, known, served=self._served)
+        if spec is None:
+            # An invalid spec is a failure, and a failure never deletes a Secret: the entries keep
+            # what they had (the last valid spec), status says InvalidSpec.
+            self._report.due(record.name)
+            return
+        want = cluster_selection.selected(spec, known, served=self._served)
         for namespace in sorted(record.namespaces - want):
             self._drop(record, namespace, remove_target=True)
         for namespace in sorted(want):

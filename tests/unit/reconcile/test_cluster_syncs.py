@@ -177,14 +177,24 @@ def test_only_served_namespaces() -> None:
     assert w.selected() == {"a"}
 
 
-def test_an_invalid_spec_selects_nothing_and_says_why() -> None:
+async def test_an_invalid_spec_selects_nothing_and_deletes_nothing() -> None:
     w = World()
     w.listed(a="pay")
-    body = _body()
+    body = _body(2)
     body["spec"]["syncTemplate"]["identityRef"]["kind"] = "MachineIdentity"
     w.clusters.upserted(body, live=True)
     assert w.selected() == set()
     assert "ClusterMachineIdentity" in (w.records["shared"].invalid or "")
+
+    w = World()
+    w.listed(a="pay")
+    w.clusters.upserted(_body(), live=True)
+    w.our_secret("a")
+    w.clusters.upserted(body, live=True)  # valid before: a failure keeps the entries and the Secret
+    await asyncio.sleep(0.1)
+    assert w.selected() == {"a"} and w.syncs[state.cluster_key("a", "shared")].generation == 1
+    assert objects.path("Secret", "a", "pull") in w.api.objects
+    assert w.records["shared"].invalid is not None
 
 
 async def test_a_secretsync_relist_leaves_the_cluster_entries_alone(monkeypatch: pytest.MonkeyPatch) -> None:
