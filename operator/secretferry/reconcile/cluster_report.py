@@ -13,7 +13,8 @@ would show. Those messages name keys, kinds and names, never values (sync.py's r
 object is cluster-scoped: only who may read ClusterSecretSyncs (an admin) reads them.
 
 Events: on a Ready transition only (False: Warning; back to True: Normal), through the process's
-Event correlator (kube/events.py), which rate-limits them per object.
+Event correlator (kube/events.py), which rate-limits them per object. They name counts, not
+namespaces (``event_note``): a cluster-scoped object's Events live in namespace ``default``.
 """
 
 from __future__ import annotations
@@ -106,6 +107,18 @@ def ready_condition(record: ClusterRecord, summary: Summary) -> tuple[conditions
     if not selected:
         return "True", reasons.NO_NAMESPACES_SELECTED, "the selection matches no namespace served"
     return "True", reasons.SYNCED, f"all {selected} selected namespaces hold the target"
+
+
+def event_note(record: ClusterRecord, summary: Summary, *, reason: str, message: str) -> str:
+    """An Event's note: counts only. A cluster-scoped object's Events are in namespace
+    ``default``, which people other than cluster admins may be able to read; which namespaces
+    fail, and why, stays in the ClusterSecretSync's status."""
+    if reason == reasons.NAMESPACES_FAILED:
+        return (
+            f"{len(summary.failed)} of {len(record.namespaces)} selected namespaces fail;"
+            " see the ClusterSecretSync's status.failures"
+        )
+    return message
 
 
 def regarding(record: ClusterRecord) -> kube_events.ObjectRef:
@@ -211,7 +224,8 @@ class ClusterReport:
         if ready != "Unknown" and conditions.transitioned(
             before.get("conditions") or [], patch["conditions"], reasons.READY
         ):
-            await self._announce(record, ok=ready == "True", reason=reason, message=message)
+            note = event_note(record, summary, reason=reason, message=message)
+            await self._announce(record, ok=ready == "True", reason=reason, message=note)
 
     async def _announce(self, record: ClusterRecord, *, ok: bool, reason: str, message: str) -> None:
         await kube_events.post(

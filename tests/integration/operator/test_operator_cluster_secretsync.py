@@ -142,10 +142,24 @@ def test_a_foreign_secret_and_an_unadmitted_namespace_fail_alone(
         assert after is not None
         assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
         assert secret_data(cp, refused, "shared") is None
+
         # A Warning Event on the ClusterSecretSync (cluster-scoped: its Events are in "default").
-        eventually(
-            lambda: "NamespacesFailed" in cp.kubectl("get", "events", "-n", "default", "-o", "json"),
-            what="a NamespacesFailed Event",
+        def warning() -> dict[str, object] | None:
+            listing = json.loads(cp.kubectl("get", "events.events.k8s.io", "-n", "default", "-o", "json"))
+            return next(
+                (
+                    e
+                    for e in listing["items"]
+                    if e["regarding"].get("name") == name and e["reason"] == "NamespacesFailed"
+                ),
+                None,
+            )
+
+        event = eventually(warning, what="a NamespacesFailed Event")
+        # Events of a cluster-scoped object are in "default": counts only, no namespace named.
+        note = str(event["note"])
+        assert (
+            note.startswith("2 of 3 selected namespaces fail") and taken not in note and refused not in note
         )
     finally:
         cp.kubectl("delete", CSS, name, check=False)

@@ -90,6 +90,8 @@ async def test_one_patch_per_change_and_an_event_on_a_flip() -> None:
     assert len(status["failures"]) <= css.MAX_FAILURES_SHOWN
     events = [c for c in kube.calls if c[0] == "POST" and "events" in c[1]]
     assert len(events) == 1 and events[0][2]["body"]["reason"] == reasons.NAMESPACES_FAILED
+    assert events[0][2]["body"]["note"].startswith("1 of 2 selected namespaces fail")
+    assert '"b"' not in str(events[0][2]["body"]) and "TargetConflict" not in str(events[0][2]["body"])
     assert metrics.CLUSTER_SYNC_NAMESPACES.labels("shared", "failed")._value.get() == 1
 
     kube.calls.clear()
