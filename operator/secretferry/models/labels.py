@@ -17,6 +17,10 @@ CLUSTER_SYNC_LABEL: Final = "secretferry.io/cluster-sync"
 """On targets a ClusterSecretSync wrote: its name (as sync_label_value spells it), to find them all
 with one selector. Ownership itself is SYNC_LABEL (see cluster_sync_label_value) and the owner
 reference."""
+SYNCED_KEYS_ANNOTATION: Final = "secretferry.io/synced-keys"
+"""On targets a ClusterSecretSync wrote: the names of the keys it wrote there (comma-separated, never
+values). A ClusterSecretSync keeps no status per namespace on the apiserver, so after a restart this
+is what tells its own (retained) keys from someone else's (reconcile/target_writes.py)."""
 DATA_HMAC_ANNOTATION: Final = "secretferry.io/data-hmac"
 MERGE_FROM_ANNOTATION: Final = "secretferry.io/merge-from"
 """On a Secret/ConfigMap someone else owns: the SecretSyncs of its namespace (comma-separated

@@ -7,6 +7,7 @@ never taken over, and an identity that does not admit a namespace.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import harness
@@ -178,3 +179,34 @@ def test_an_invalid_spec_is_refused_by_the_schema(control_plane: ControlPlane, c
     )
     proc = control_plane.kubectl_run("apply", "-f", "-", input=json.dumps(body))
     assert proc.returncode != 0 and "Merge" in proc.stderr
+
+
+def test_retained_keys_survive_an_operator_restart(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    """deletionPolicy Retain (the default) after a restart: the per-namespace status was in memory
+    only, the target's synced-keys annotation still tells our retained key from a stranger's."""
+    cp = control_plane
+    tag = uuid.uuid4().hex[:8]
+    path = f"/css-{tag}"
+    service.set_secret(PROJECT_ID, "dev", path, "A", f"css-a-{tag}")
+    service.set_secret(PROJECT_ID, "dev", path, "B", f"css-b-{tag}")
+    name = f"css-{tag}"
+    try:
+        cluster_identity(cp, f"cid-{tag}", sa_namespace=namespace)
+        cp.apply(manifest(name, identity=f"cid-{tag}", path=path, namespaces=[namespace]))
+        both = {"A": f"css-a-{tag}", "B": f"css-b-{tag}"}
+        eventually(lambda: secret_data(cp, namespace, "shared") == both, what="synced")
+        secret = harness.get(cp, "secret", "shared", namespace)
+        assert secret is not None
+        assert secret["metadata"]["annotations"]["secretferry.io/synced-keys"] == "A,B"
+        service.delete_secret(PROJECT_ID, "dev", path, "B")
+        time.sleep(2)  # the stream's event: B is retained, nothing to write
+        assert secret_data(cp, namespace, "shared") == both
+        operator.restart()
+        service.set_secret(PROJECT_ID, "dev", path, "C", f"css-c-{tag}")
+        want = {**both, "C": f"css-c-{tag}"}
+        eventually(lambda: secret_data(cp, namespace, "shared") == want, what="C added, B kept", timeout=60)
+    finally:
+        cp.kubectl("delete", CSS, name, check=False)
+        cp.kubectl("delete", "clustermachineidentity", f"cid-{tag}", check=False)

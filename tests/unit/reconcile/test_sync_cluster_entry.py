@@ -116,3 +116,25 @@ async def test_a_foreign_secret_is_not_taken_over(world: World) -> None:
     ready = conditions.find(world.syncs[KEY].status["conditions"], reasons.READY)
     assert ready is not None and ready["reason"] == reasons.TARGET_CONFLICT
     assert world.apiserver.objects[TARGET].get("data") == {}
+
+
+async def test_retained_keys_survive_a_restart(world: World) -> None:
+    """deletionPolicy Retain (the default): a key gone at the service stays in the target, also
+    after a restart, when the entry's in-memory status is gone: the target notes its keys."""
+    await run_cluster(world)
+    gone = sorted(VALUES)[-1]
+    del world.service.secrets[gone]
+    world.later()
+    await run_cluster(world)
+    assert set(world.apiserver.secret_data(NAMESPACE, "pull") or {}) == set(VALUES)
+    noted = world.apiserver.objects[TARGET]["metadata"]["annotations"][labels.SYNCED_KEYS_ANNOTATION]
+    assert noted.split(",") == sorted(VALUES)
+
+    # A restart: nothing in memory; a new key at the service makes the next pass write.
+    world.syncs[KEY].status = {}
+    world.deps.targets = state.TargetCache()
+    world.service.secrets["NEW_KEY"] = "new-value-1"
+    world.later()
+    await run_cluster(world)
+    data = world.apiserver.secret_data(NAMESPACE, "pull") or {}
+    assert set(data) == {*VALUES, "NEW_KEY"}  # the retained key was not taken for a stranger's
