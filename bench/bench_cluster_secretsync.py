@@ -166,7 +166,9 @@ async def _phases(env: Env, api: Api, args: argparse.Namespace) -> dict[str, Any
             raise RuntimeError(f"only {tracker.holding(CSS_TARGET, 'css-0-0')} of {n} css Secrets")
         r["css_all"] = max(tracker.times(CSS_TARGET, "css-0-0", applied))
         await asyncio.sleep(2)
-        r["css_lists"] = lists(env.service.stats(), "/css/")
+        stats = env.service.stats()
+        r["css_lists"] = lists(stats, "/css/")
+        log(f"css lists by scope: {sorted(stats.get('listSecretsByScope', {}).items())}")
         r["css_rss"] = rss_mib(pid)
         log(f"css: {n} Secrets in {fmt_s(r['css_all'])}, {r['css_lists']} lists, RSS {r['css_rss']:.0f} MiB")
 
@@ -198,7 +200,9 @@ async def _phases(env: Env, api: Api, args: argparse.Namespace) -> dict[str, Any
             raise RuntimeError(f"only {tracker.holding(PLAIN_TARGET, 'plain-0-0')} of {n} plain Secrets")
         r["plain_all"] = max(tracker.times(PLAIN_TARGET, "plain-0-0", applied))
         await asyncio.sleep(2)
-        r["plain_lists"] = lists(env.service.stats(), "/plain/")
+        stats = env.service.stats()
+        r["plain_lists"] = lists(stats, "/plain/")
+        log(f"plain lists by scope: {sorted(stats.get('listSecretsByScope', {}).items())}")
         r["plain_rss"] = rss_mib(pid)
         log(f"plain: {n} Secrets in {fmt_s(r['plain_all'])}, {r['plain_lists']} lists")
 
