@@ -90,12 +90,24 @@ def test_selection_follows_labels_names_and_the_object(
         for ns in (by_label, by_name):
             eventually(lambda ns=ns: secret_data(cp, ns, "shared") == changed, what=f"the change in {ns}")
 
-        # The ClusterSecretSync deleted: the garbage collector removes its Secrets.
+        # The spec edited: a namespace no longer named loses its Secret, the others keep theirs.
+        cp.kubectl("patch", CSS, name, "--type=merge", "-p", json.dumps({"spec": {"namespaces": []}}))
+        eventually(
+            lambda: harness.get(cp, "secret", "shared", by_name) is None, what="by_name's Secret removed"
+        )
+        eventually(lambda: counts(cp, name) == (1, 1, 0), what="status counts 1/1/0")
+        assert secret_data(cp, by_label, "shared") == changed
+        cp.kubectl("patch", CSS, name, "--type=merge", "-p", json.dumps({"spec": {"namespaces": [by_name]}}))
+        eventually(lambda: secret_data(cp, by_name, "shared") == changed, what="by_name's Secret back")
+
+        # The ClusterSecretSync deleted: the garbage collector removes its Secrets. Measured ~40 s
+        # here: the controller-manager's garbage collector started before the CRD existed and
+        # learns new resources at its discovery resync (every 30 s), hence the generous timeout.
         cp.kubectl("delete", CSS, name)
         for ns in (by_label, by_name):
             eventually(
                 lambda ns=ns: harness.get(cp, "secret", "shared", ns) is None,
-                timeout=60,
+                timeout=120,
                 what=f"the Secret in {ns} garbage collected",
             )
     finally:
