@@ -101,8 +101,8 @@ def test_selection_follows_labels_names_and_the_object(
         eventually(lambda: secret_data(cp, by_name, "shared") == changed, what="by_name's Secret back")
 
         # The ClusterSecretSync deleted: the garbage collector removes its Secrets. Measured ~40 s
-        # here: the controller-manager's garbage collector started before the CRD existed and
-        # learns new resources at its discovery resync (every 30 s), hence the generous timeout.
+        # here (not investigated further; most likely the garbage collector, started before the
+        # CRD existed, picks new resources up at its periodic discovery resync), hence 120 s.
         cp.kubectl("delete", CSS, name)
         for ns in (by_label, by_name):
             eventually(
