@@ -56,6 +56,13 @@ LOGINS = Counter(
 )
 ACTIVE_SCOPES = Gauge("secretferry_active_scopes", "Distinct scopes currently read.")
 RESOURCES = Gauge("secretferry_secretsyncs", "SecretSyncs by readiness.", ["ready"])
+CLUSTER_SYNC_NAMESPACES = Gauge(
+    "secretferry_clustersecretsync_namespaces",
+    "Namespaces selected by each ClusterSecretSync, by state (ready, failed, pending).",
+    ["clustersecretsync", "state"],
+)
+"""One series per ClusterSecretSync and state: a handful of objects, admin-made, so a name label is
+fine here where it is not for SecretSyncs."""
 OPEN_STREAMS = Gauge("secretferry_open_streams", "Event streams currently open.")
 STREAM_EVENTS = Counter("secretferry_stream_events_total", "Events received on streams by type.", ["type"])
 STREAM_UNKNOWN_SCOPE = Counter(

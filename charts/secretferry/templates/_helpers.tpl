@@ -166,6 +166,15 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["secretferry.io"]
   resources: ["clustermachineidentities/status"]
   verbs: ["patch"]
+# ClusterSecretSyncs: read through our own LIST+WATCH, status patched (counts, failing namespaces).
+# The operator never changes their spec. Their targets are written with the namespaced rules above
+# (Secrets/ConfigMaps), in the namespaces the operator serves.
+- apiGroups: ["secretferry.io"]
+  resources: ["clustersecretsyncs"]
+  verbs: ["list", "watch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["clustersecretsyncs/status"]
+  verbs: ["patch"]
 # ClusterMachineIdentity.spec.allowedNamespaces selects namespaces by label: a metadata-only
 # watch of namespaces makes a label change take effect at once (a get covers a namespace the
 # watch has not delivered yet). In namespaced mode kopf also lists and watches them.

@@ -315,7 +315,7 @@ class RolloutRestartTarget(base.CRModel):
     """Name of the workload; always in the SecretSync's own namespace."""
 
 
-class SecretSyncSpec(base.CRModel, json_schema_extra=base.validations(templatefrom.NO_NAMESPACE_RULE)):
+class SecretSyncSpec(base.CRModel):
     """Which secrets to copy from the service, logged in as which identity, into which object."""
 
     identity_ref: IdentityRef
@@ -354,12 +354,6 @@ class SecretSyncSpec(base.CRModel, json_schema_extra=base.validations(templatefr
     """Sync a source that lists no secrets (or whose key filters keep none). By default such a
     source stops the sync (SourceEmpty) and the target stays as it is: a mistyped or deleted path
     answers exactly like an empty folder, and must not empty a Secret."""
-
-    @model_validator(mode="after")
-    def _own_namespace(self) -> Self:
-        if self.target.template is not None:
-            templatefrom.refuse_namespaces(self.target.template.template_from)
-        return self
 
     @field_validator("refresh_interval")
     @classmethod

@@ -22,6 +22,8 @@ from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.reconcile import (
+    cluster_report,
+    cluster_syncs,
     deps,
     identity_intake,
     identity_status,
@@ -125,6 +127,23 @@ class Controller:
         self.target_intake = target_intake.TargetIntake(
             kube=kube, targets=self.targets, syncs=self.syncs, queue=self.queue
         )
+        # ClusterSecretSyncs: one entry per selected namespace in ``syncs``, through the same pass.
+        self.cluster_records: dict[str, cluster_report.ClusterRecord] = {}
+        self.cluster_report = cluster_report.ClusterReport(
+            kube=kube, syncs=self.syncs, records=self.cluster_records, instance=instance
+        )
+        self.cluster_syncs = cluster_syncs.ClusterSyncs(
+            kube=kube,
+            settings=settings,
+            syncs=self.syncs,
+            queue=self.queue,
+            namespaces=self.identities.namespaces,
+            sync_intake_=self.sync_intake,
+            records=self.cluster_records,
+            report=self.cluster_report,
+            background=self.background,
+            serves=self.served.serves,
+        )
         self.template_intake = template_intake.TemplateSourceIntake(
             kube=kube, syncs=self.syncs, queue=self.queue
         )
@@ -137,6 +156,7 @@ class Controller:
             status=self.identity_status,
             served_namespaces=self.served,
             on_namespace_served=self._namespace_served,
+            on_namespace=self.cluster_syncs.namespace_changed,
         )
         self.resync = resync.Resync(
             settings=settings,
@@ -163,6 +183,7 @@ class Controller:
             step_aside=lambda: self.queue.step_aside(max_wait_seconds=_STEP_ASIDE_MAX_SECONDS),
             off_slot=self.queue.off_slot,
             template_sources=self.template_intake,
+            on_cluster_report=self.cluster_report.entry_reported,
         )
 
     # --- lifecycle (handlers/operator.py: at once, or once this replica leads) -----------------
@@ -175,6 +196,8 @@ class Controller:
             targets=self.target_intake,
             templates=self.template_intake,
             identities=self.identity_intake,
+            clusters=self.cluster_syncs,
+            cluster_report_=self.cluster_report,
             resync_=self.resync,
             queue=self.queue,
             served_=self.served,

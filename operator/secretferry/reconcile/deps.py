@@ -45,3 +45,6 @@ class Deps:
     template_sources: template_sources.Reader | None = None
     """Where templateFrom's ConfigMaps and Secrets are read (template_intake.py); None: a
     SecretSync with templateFrom fails (tests and tools without a watch)."""
+    on_cluster_report: Callable[[state.SyncEntry], None] = lambda entry: None
+    """Told when the status of an entry expanded from a ClusterSecretSync changed (it has no
+    object of its own to patch): its ClusterSecretSync's counts are due (cluster_report.py)."""

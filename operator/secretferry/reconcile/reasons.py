@@ -13,6 +13,9 @@ READY: Final = "Ready"
 
 # Ready=True.
 SYNCED: Final = "Synced"  # SecretSync: target written (or already up to date)
+NAMESPACES_FAILED: Final = "NamespacesFailed"  # ClusterSecretSync: some selected namespaces fail
+PROGRESSING: Final = "Progressing"  # ClusterSecretSync: some selected namespaces are not synced yet
+NO_NAMESPACES_SELECTED: Final = "NoNamespacesSelected"  # ClusterSecretSync: the selection is empty
 LOGGED_IN: Final = "LoggedIn"  # (Cluster)MachineIdentity: login works
 
 # Ready=False: the spec or its references.

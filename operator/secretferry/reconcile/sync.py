@@ -156,7 +156,7 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
         return await _failed(deps, entry, source_problem), "source"
 
     try:
-        texts = await _template_texts(deps, sync)
+        texts = await _template_texts(deps, entry, sync)
     except problems.Problem as unresolved:
         # A source that appears, gets its label or changes queues this SecretSync again
         # (template_intake.py); the refresh looks again at what no watch event tells (a source
@@ -168,7 +168,12 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     try:
         async with wait:
             want = await desired_mod.render_and_build(
-                sync, fetched, hmac_key=deps.hmac_key, renderer=pool.shared(deps.settings), templates=texts
+                sync,
+                fetched,
+                hmac_key=deps.hmac_key,
+                renderer=pool.shared(deps.settings),
+                origin=entry.origin,
+                templates=texts,
             )
     except problems.Problem as unrenderable:
         return await _failed(deps, entry, unrenderable), "render"
@@ -229,12 +234,17 @@ async def _held(
     return None
 
 
-async def _template_texts(deps: deps_mod.Deps, sync: sync_models.SecretSync) -> dict[str, str]:
+async def _template_texts(
+    deps: deps_mod.Deps, entry: state.SyncEntry, sync: sync_models.SecretSync
+) -> dict[str, str]:
     """Target key -> template text: inline ``data``, or with ``templateFrom`` the merge of its
-    sources and ``data`` (rendering/template_sources.py); {} without a template."""
+    sources and ``data`` (rendering/template_sources.py); {} without a template. Sources are in
+    the SecretSync's namespace, or for a ClusterSecretSync's entry in its templatesNamespace."""
     template = sync.spec.target.template
     namespace = sync.metadata.namespace or ""
-    key = (namespace, sync.metadata.name)
+    if entry.origin is not None and entry.origin.templates_namespace is not None:
+        namespace = entry.origin.templates_namespace
+    key = entry.key
     if template is None or not template.template_from:
         if deps.template_sources is not None:
             deps.template_sources.bind(key, ())  # an edit that drops templateFrom: no more re-renders

@@ -53,6 +53,9 @@ CLUSTER_RULES = {
     ("secretferry.io", "clustermachineidentities", "list"),
     ("secretferry.io", "clustermachineidentities", "watch"),
     ("secretferry.io", "clustermachineidentities/status", "patch"),
+    ("secretferry.io", "clustersecretsyncs", "list"),
+    ("secretferry.io", "clustersecretsyncs", "watch"),
+    ("secretferry.io", "clustersecretsyncs/status", "patch"),
     # get, and a metadata-only watch of labels (allowedNamespaces selectors), in both modes.
     *{("", "namespaces", verb) for verb in ("get", "list", "watch")},
     ("apiextensions.k8s.io", "customresourcedefinitions", "list"),

@@ -214,11 +214,6 @@ INVALID = [
         {"target": {"template": {"templateFrom": [{"configMap": {"name": "t", "keys": ["bad key"]}}]}}},
         "spec.target.template.templateFrom[0].configMap.keys[0]: string should match pattern",
     ),
-    # A SecretSync reads templates from its own namespace only (models/templatefrom.py).
-    (
-        {"target": {"template": {"templateFrom": [{"secret": {"name": "t", "namespace": "other"}}]}}},
-        "spec: only a ClusterSecretSync may name a namespace in templateFrom",
-    ),
 ]
 
 
@@ -235,7 +230,7 @@ def test_template_from_alone_is_a_template() -> None:
     )
     assert sync.spec.target.template is not None
     [entry] = sync.spec.target.template.template_from
-    assert (entry.kind, entry.ref.name, entry.ref.keys, entry.ref.namespace) == ("ConfigMap", "t", [], None)
+    assert (entry.kind, entry.ref.name, entry.ref.keys) == ("ConfigMap", "t", [])
 
 
 def test_missing_spec() -> None:
