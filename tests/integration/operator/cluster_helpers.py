@@ -24,7 +24,12 @@ def delete_namespaces(cp: ControlPlane, *names: str) -> None:
 
 
 def cluster_identity(
-    cp: ControlPlane, name: str, *, sa_namespace: str, allowed: dict[str, Any] | None = None
+    cp: ControlPlane,
+    name: str,
+    *,
+    sa_namespace: str,
+    allowed: dict[str, Any] | None = None,
+    templates: bool = False,
 ) -> None:
     """A ClusterMachineIdentity with Kubernetes auth through ServiceAccount ``ferry-sa`` in
     ``sa_namespace`` (a cluster identity needs no opt-in), admitting ``allowed`` (None: all)."""
@@ -40,6 +45,8 @@ def cluster_identity(
     }
     if allowed is not None:
         spec["allowedNamespaces"] = allowed
+    if templates:
+        spec["allowTemplates"] = True
     cp.apply(
         {
             "apiVersion": "secretferry.io/v1alpha1",
@@ -58,6 +65,7 @@ def manifest(
     selector: dict[str, Any] | None = None,
     namespaces: list[str] | None = None,
     target: dict[str, Any] | None = None,
+    templates_namespace: str | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "syncTemplate": {
@@ -70,6 +78,8 @@ def manifest(
         spec["namespaceSelector"] = selector
     if namespaces is not None:
         spec["namespaces"] = namespaces
+    if templates_namespace is not None:
+        spec["templatesNamespace"] = templates_namespace
     return {
         "apiVersion": "secretferry.io/v1alpha1",
         "kind": "ClusterSecretSync",

@@ -222,3 +222,68 @@ def test_retained_keys_survive_an_operator_restart(
     finally:
         cp.kubectl("delete", CSS, name, check=False)
         cp.kubectl("delete", "clustermachineidentity", f"cid-{tag}", check=False)
+
+
+def _template_configmap(cp: ControlPlane, namespace: str, text: str) -> None:
+    cp.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "shared-templates",
+                "namespace": namespace,
+                "labels": {"secretferry.io/template-source": "true"},
+            },
+            "data": {"url": text},
+        }
+    )
+
+
+def test_template_from_reads_the_admins_namespace_never_a_selected_one(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    cp = control_plane
+    tag = uuid.uuid4().hex[:8]
+    path = f"/css-tpl-{tag}"
+    service.set_secret(PROJECT_ID, "dev", path, "TOKEN", f"tpl-value-{tag}")
+    platform = labelled_namespace(cp, {}, prefix="platform")
+    one, two = labelled_namespace(cp, {LABEL: tag}), labelled_namespace(cp, {LABEL: tag})
+    name = f"css-tpl-{tag}"
+    try:
+        cluster_identity(cp, f"cid-{tag}", sa_namespace=namespace, templates=True)
+        _template_configmap(cp, platform, "https://api/?t={{ TOKEN }}")
+        # A tenant of a selected namespace who may write ConfigMaps labels one of the same name:
+        # it is never read (templatesNamespace names where the sources are).
+        _template_configmap(cp, one, "stolen {{ TOKEN }}")
+        target = {
+            "name": "rendered",
+            "template": {"templateFrom": [{"configMap": {"name": "shared-templates"}}]},
+        }
+        body = manifest(
+            name,
+            identity=f"cid-{tag}",
+            path=path,
+            selector={"matchLabels": {LABEL: tag}},
+            target=target,
+        )
+        # Without templatesNamespace the apiserver refuses it.
+        refused = cp.kubectl_run("apply", "-f", "-", input=json.dumps(body))
+        assert refused.returncode != 0
+        assert "templateFrom in a ClusterSecretSync needs templatesNamespace" in refused.stderr
+        body["spec"]["templatesNamespace"] = platform
+        cp.apply(body)
+        want = {"url": f"https://api/?t=tpl-value-{tag}"}
+        for ns in (one, two):
+            eventually(
+                lambda ns=ns: secret_data(cp, ns, "rendered") == want, what=f"the rendered Secret in {ns}"
+            )
+
+        # The admin edits the shared template: every namespace re-renders (the source is watched).
+        _template_configmap(cp, platform, "https://api/v2?t={{ TOKEN }}")
+        edited = {"url": f"https://api/v2?t=tpl-value-{tag}"}
+        for ns in (one, two):
+            eventually(lambda ns=ns: secret_data(cp, ns, "rendered") == edited, what=f"the re-render in {ns}")
+    finally:
+        cp.kubectl("delete", CSS, name, check=False)
+        cp.kubectl("delete", "clustermachineidentity", f"cid-{tag}", check=False)
+        delete_namespaces(cp, platform, one, two)
