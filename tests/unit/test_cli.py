@@ -23,6 +23,8 @@ CRD_NAMES = [
     "secretsyncs.secretferry.io",
     "machineidentities.secretferry.io",
     "clustermachineidentities.secretferry.io",
+    "passwordgenerators.secretferry.io",
+    "uuidgenerators.secretferry.io",
 ]
 COMMANDS = ["run", "crds", "dev-server", "settings-reference"]
 
