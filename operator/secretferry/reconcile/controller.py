@@ -224,8 +224,10 @@ class Controller:
         if serve:
             self.identity_intake.namespace_served(namespace)
             self.background.spawn_side(self.sync_intake.take_in(namespace))
+            self.background.spawn_side(self.generators.take_in(namespace))
         else:
             self.sync_intake.let_go(namespace)
+            self.generators.let_go(namespace)
             self.identity_intake.namespace_let_go(namespace)
 
     def _generator_wrote(self, key: state.SyncKey) -> None:

@@ -26,6 +26,7 @@ from typing import Any, Final
 from secretferry import metrics
 from secretferry.kube import client as kube_client
 from secretferry.kube import customresources, watching
+from secretferry.kube import errors as kube_errors
 from secretferry.kube import objects as kube_objects
 from secretferry.models import generators
 from secretferry.reconcile import served as served_mod
@@ -134,6 +135,30 @@ class GeneratorIntake:
                     if key in self._bodies:
                         self.enqueue(key)
                     self._written(*key)
+
+    async def take_in(self, namespace: str) -> None:
+        """``namespace`` came to match the namespace selector: its generators are served from now
+        on (one LIST per kind; the watch only sees them at their next change otherwise)."""
+        for kind in KINDS:
+            try:
+                items = await customresources.list_items(
+                    self._kube, plural=generators.PLURALS[kind], namespace=namespace
+                )
+            except kube_errors.KubeError as exc:
+                log.warning("listing the %ss of newly served namespace %s: %s", kind, namespace, exc)
+                continue
+            if not self._served.serves(namespace):
+                return  # let go again meanwhile
+            for body in items:
+                key: GeneratorKey = (kind, namespace, (body.get("metadata") or {}).get("name", ""))
+                self._bodies[key] = body
+                self.enqueue(key)
+
+    def let_go(self, namespace: str) -> None:
+        """``namespace`` is no longer served: forget its generators (in memory only)."""
+        for key in [k for k in self._bodies if k[1] == namespace]:
+            del self._bodies[key]
+            self._pending.pop(key, None)
 
     # --- the queue --------------------------------------------------------------------------------
     def enqueue(self, key: GeneratorKey) -> None:
