@@ -353,6 +353,8 @@ def _update_mode(
     """Streaming only when every scope is on a healthy stream; None while that is undecided."""
     if not refresh_mod.periodic(sync):
         return refresh_mod.mode(sync)
+    if not scopes:
+        return None  # generator sources only: their watch brings every change, no stream to speak of
     if not sync.spec.instant_updates:
         return reasons.POLLING, f"{reasons.INSTANT_UPDATES_DISABLED}: spec.instantUpdates is false"
     states = [deps.scopes.get(scope) for scope in scopes]

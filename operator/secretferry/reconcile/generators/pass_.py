@@ -9,6 +9,7 @@ value exists in this process only between generating it and the request that sto
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -46,37 +47,18 @@ async def reconcile(
     meta = body.get("metadata") or {}
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
     status: Mapping[str, Any] = body.get("status") or {}
+    report = functools.partial(_report, kube, kind, body, status, now=now, instance=instance)
     try:
         generator = generators.parse(kind, body)
     except pydantic.ValidationError as exc:
         message = model_errors.describe_validation_error(exc)
-        await _report(
-            kube,
-            kind,
-            body,
-            status,
-            ok=False,
-            reason=reasons.INVALID_SPEC,
-            message=message,
-            now=now,
-            instance=instance,
-        )
+        await report(ok=False, reason=reasons.INVALID_SPEC, message=message)
         return None
     try:
         secret = await kube_objects.get(kube, kind="Secret", namespace=namespace, name=generator.secret_name)
     except kube_errors.KubeError as exc:
         problem = outcomes.from_kube_error(exc, what=f"reading Secret {generator.secret_name}")
-        await _report(
-            kube,
-            kind,
-            body,
-            status,
-            ok=False,
-            reason=problem.reason,
-            message=problem.message,
-            now=now,
-            instance=instance,
-        )
+        await report(ok=False, reason=problem.reason, message=problem.message)
         return _RETRY_SECONDS if problem.retriable else None
     found = (
         None
@@ -86,33 +68,12 @@ async def reconcile(
     decision = decide.plan(generator, found)
     extra: dict[str, Any] = {"secretName": generator.secret_name}
     if decision.action == "refuse":
-        await _report(
-            kube,
-            kind,
-            body,
-            status,
-            ok=False,
-            reason=decision.reason,
-            message=decision.message,
-            now=now,
-            instance=instance,
-        )
+        await report(ok=False, reason=decision.reason, message=decision.message)
         return None
     if decision.action == "keep":
         assert secret is not None
         extra.update(_from_annotations(secret))
-        await _report(
-            kube,
-            kind,
-            body,
-            status,
-            ok=True,
-            reason=decision.reason,
-            message=decision.message,
-            now=now,
-            instance=instance,
-            extra=extra,
-        )
+        await report(ok=True, reason=decision.reason, message=decision.message, extra=extra)
         return None
     generated_at = now()
     count = int(status.get("generations") or 0) + 1
@@ -137,17 +98,7 @@ async def reconcile(
         return _RETRY_SECONDS  # created meanwhile, by us or not: the next pass decides whose it is
     except kube_errors.KubeError as exc:
         problem = outcomes.from_kube_error(exc, what=f"writing Secret {generator.secret_name}")
-        await _report(
-            kube,
-            kind,
-            body,
-            status,
-            ok=False,
-            reason=problem.reason,
-            message=problem.message,
-            now=now,
-            instance=instance,
-        )
+        await report(ok=False, reason=problem.reason, message=problem.message)
         return _RETRY_SECONDS if problem.retriable or isinstance(exc, kube_errors.Conflict) else None
     del manifest  # the value goes no further than this request
     metrics.GENERATIONS.labels(kind=kind, cause=decision.cause).inc()
@@ -159,18 +110,7 @@ async def reconcile(
             "regenerateToken": generator.regenerate_token,
         }
     )
-    await _report(
-        kube,
-        kind,
-        body,
-        status,
-        ok=True,
-        reason=decision.reason,
-        message=decision.message,
-        now=now,
-        instance=instance,
-        extra=extra,
-    )
+    await report(ok=True, reason=decision.reason, message=decision.message, extra=extra)
     action = "Generated" if decision.cause == "created" else "Regenerated"
     await kube_events.post(
         kube,
