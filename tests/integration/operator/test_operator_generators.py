@@ -106,6 +106,15 @@ def test_uuid_generator(control_plane: ControlPlane, operator: OperatorProcess, 
     eventually(
         lambda: reason(control_plane, namespace, "ids", kind="uuidgenerator") == "Generated", what="Ready"
     )
+    # Deleted by hand: the value is gone either way, and consumers need one (the Secret watch sees it).
+    control_plane.kubectl("delete", "secret", "app-id", "-n", namespace)
+    again = eventually(
+        lambda: (
+            v if (v := value(control_plane, namespace, "app-id", key="uuid")) not in (None, got) else None
+        ),
+        what="a new uuid after the Secret was deleted",
+    )
+    assert uuid.UUID(again).version == 4
 
 
 def test_cel_refuses_counts_over_the_length(control_plane: ControlPlane, crds: None, namespace: str) -> None:
