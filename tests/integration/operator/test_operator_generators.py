@@ -128,6 +128,40 @@ def test_cel_refuses_counts_over_the_length(control_plane: ControlPlane, crds: N
     assert proc.returncode != 0 and "digits + symbols must not exceed length" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            {"projectId": "p", "environment": "dev", "generatorRef": {"kind": "UUIDGenerator", "name": "g"}},
+            "a generatorRef source names no projectId, projectSlug or environment",
+        ),
+        ({"projectId": "p"}, "set exactly one of projectId and projectSlug, and environment"),
+        # A generator of another namespace cannot even be named (kubectl's strict field validation).
+        (
+            {"generatorRef": {"kind": "UUIDGenerator", "name": "g", "namespace": "other"}},
+            'unknown field "spec.sources[0].generatorRef.namespace"',
+        ),
+        ({"generatorRef": {"kind": "UUIDGenerator", "name": "g"}}, None),
+    ],
+)
+def test_cel_takes_either_a_scope_or_a_generator(
+    control_plane: ControlPlane, crds: None, namespace: str, source: dict[str, Any], message: str | None
+) -> None:
+    manifest = {
+        "apiVersion": "secretferry.io/v1alpha1",
+        "kind": "SecretSync",
+        "metadata": {"name": "s", "namespace": namespace},
+        "spec": {"identityRef": {"name": "x"}, "sources": [source]},
+    }
+    proc = control_plane.kubectl_run("apply", "-o", "json", "-f", "-", input=json.dumps(manifest))
+    if message is not None:
+        assert proc.returncode != 0 and message in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    stored = json.loads(proc.stdout)["spec"]["sources"][0]["generatorRef"]
+    assert stored == {"kind": "UUIDGenerator", "name": "g"}
+
+
 def test_a_tenant_cannot_make_a_generator_overwrite_a_secret_it_cannot_write(
     control_plane: ControlPlane, operator: OperatorProcess, hostile: tenant.Tenant, namespace: str
 ) -> None:
