@@ -34,7 +34,7 @@ async def run(
     kube = FakeKube(api.answer)
     written: list[tuple[str, str, str]] = []
     await pass_.reconcile(
-        kube.port(), kind, b, instance="test", on_written=lambda *k: written.append(k), now=lambda: NOW
+        kube.port(), kind, b, instance="test", on_written=lambda *k: written.append(k[:3]), now=lambda: NOW
     )
     return kube, written
 

@@ -62,6 +62,9 @@ class GeneratorIntake:
         self._users: dict[GeneratorKey, set[SyncKey]] = {}
         self._uses: dict[SyncKey, tuple[GeneratorKey, ...]] = {}
         self._timers: set[asyncio.TimerHandle] = set()
+        self._stored: dict[GeneratorKey, str] = {}
+        """The resourceVersion of each generator's last write: its echo in the Secret watch is
+        not news (the pass queued the consumers already)."""
 
     # --- SecretSyncs that read generators (the pass's side) ---------------------------------------
     def bind(self, sync_key: SyncKey, keys: Iterable[GeneratorKey]) -> None:
@@ -79,6 +82,11 @@ class GeneratorIntake:
 
     def users(self, key: GeneratorKey) -> set[SyncKey]:
         return set(self._users.get(key, ()))
+
+    def _stored_new(self, kind: str, namespace: str, name: str, resource_version: str) -> None:
+        """The pass stored a new value: the consumers re-read it now."""
+        self._stored[(kind, namespace, name)] = resource_version
+        self._written(kind, namespace, name)
 
     def _written(self, kind: str, namespace: str, name: str) -> None:
         for sync_key in sorted(self._users.get((kind, namespace, name), ())):
@@ -106,6 +114,7 @@ class GeneratorIntake:
             key: GeneratorKey = (kind, meta.get("namespace", ""), meta.get("name", ""))
             if event.type == "DELETED":
                 self._bodies.pop(key, None)  # its Secret goes with it (ownerReference)
+                self._stored.pop(key, None)
                 continue
             if not self._served.serves(key[1]):
                 continue
@@ -132,6 +141,8 @@ class GeneratorIntake:
             for ref in meta.get("ownerReferences") or []:
                 if ref.get("controller") is True and ref.get("kind") in KINDS:
                     key: GeneratorKey = (ref["kind"], meta.get("namespace", ""), ref.get("name", ""))
+                    if event.type != "DELETED" and meta.get("resourceVersion") == self._stored.get(key):
+                        continue  # our own write's echo
                     if key in self._bodies:
                         self.enqueue(key)
                     self._written(*key)
@@ -208,7 +219,7 @@ class GeneratorIntake:
             self._running.add(key)
             try:
                 delay = await pass_.reconcile(
-                    self._kube, key[0], body, instance=self._instance, on_written=self._written
+                    self._kube, key[0], body, instance=self._instance, on_written=self._stored_new
                 )
             except Exception:  # a bug must not end the worker: log, and look again later
                 log.exception("generator %s %s/%s: the pass failed", *key)

@@ -38,12 +38,13 @@ async def reconcile(
     body: Mapping[str, Any],
     *,
     instance: str,
-    on_written: Callable[[str, str, str], None],
+    on_written: Callable[[str, str, str, str], None],
     now: Callable[[], datetime] = conditions.now,
 ) -> float | None:
     """Bring one generator's Secret in line; returns a retry delay in seconds, or None.
 
-    ``on_written(kind, namespace, name)``: called after a new value is stored (consumers re-read)."""
+    ``on_written(kind, namespace, name, resource_version)``: called after a new value is stored
+    (consumers re-read; the Secret watch knows its echo by the resourceVersion)."""
     meta = body.get("metadata") or {}
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
     status: Mapping[str, Any] = body.get("status") or {}
@@ -91,18 +92,19 @@ async def reconcile(
     )
     try:
         if secret is None:
-            await kube_objects.create(kube, manifest, field_manager=store.FIELD_MANAGER)
+            stored = await kube_objects.create(kube, manifest, field_manager=store.FIELD_MANAGER)
         else:
-            await kube_objects.apply(kube, manifest, field_manager=store.FIELD_MANAGER, force=True)
+            stored = await kube_objects.apply(kube, manifest, field_manager=store.FIELD_MANAGER, force=True)
     except kube_errors.AlreadyExists:
         return _RETRY_SECONDS  # created meanwhile, by us or not: the next pass decides whose it is
     except kube_errors.KubeError as exc:
         problem = outcomes.from_kube_error(exc, what=f"writing Secret {generator.secret_name}")
         await report(ok=False, reason=problem.reason, message=problem.message)
         return _RETRY_SECONDS if problem.retriable or isinstance(exc, kube_errors.Conflict) else None
-    del manifest  # the value goes no further than this request
+    version = str((stored.get("metadata") or {}).get("resourceVersion") or "")
+    del manifest, stored  # the value goes no further than this request
     metrics.GENERATIONS.labels(kind=kind, cause=decision.cause).inc()
-    on_written(kind, namespace, name)
+    on_written(kind, namespace, name, version)
     extra.update(
         {
             "generatedAt": generated_at.strftime(base.TIME_FORMAT),
