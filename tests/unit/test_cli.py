@@ -24,6 +24,8 @@ CRD_NAMES = [
     "machineidentities.secretferry.io",
     "clustermachineidentities.secretferry.io",
     "clustersecretsyncs.secretferry.io",
+    "passwordgenerators.secretferry.io",
+    "uuidgenerators.secretferry.io",
 ]
 COMMANDS = ["run", "crds", "dev-server", "settings-reference"]
 

@@ -63,8 +63,15 @@ def test_metadata_says_only_its_type(kind: str) -> None:
     assert root(kind)["properties"]["metadata"] == {"type": "object"}
 
 
-def test_all_four_kinds_are_read() -> None:
-    assert set(CRDS) == {"SecretSync", "MachineIdentity", "ClusterMachineIdentity", "ClusterSecretSync"}
+def test_every_kind_is_read() -> None:
+    assert set(CRDS) == {
+        "SecretSync",
+        "MachineIdentity",
+        "ClusterMachineIdentity",
+        "PasswordGenerator",
+        "UUIDGenerator",
+        "ClusterSecretSync",
+    }
 
 
 @pytest.mark.parametrize("kind", sorted(CRDS))

@@ -156,7 +156,13 @@ def test_lists_are_bounded_where_cel_might_iterate() -> None:
 @pytest.mark.parametrize(
     ("kind", "path", "rule"),
     [
-        ("SecretSync", ".spec.sources[]", "has(self.projectId) != has(self.projectSlug)"),
+        (
+            "SecretSync",
+            ".spec.sources[]",
+            "has(self.generatorRef) || (has(self.projectId) != has(self.projectSlug)",
+        ),
+        ("SecretSync", ".spec.sources[]", "!has(self.generatorRef) || (!has(self.projectId)"),
+        ("PasswordGenerator", ".spec", "self.digits + self.symbols <= self.length"),
         ("MachineIdentity", ".spec.auth", "(has(self.kubernetes) ? 1 : 0)"),
         ("ClusterMachineIdentity", ".spec.auth", "(has(self.kubernetes) ? 1 : 0)"),
         ("ClusterMachineIdentity", ".spec.auth.universal", "has(self.credentialsSecretRef)"),

@@ -114,6 +114,14 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["secretferry.io"]
   resources: ["secretsyncs/status", "machineidentities/status"]
   verbs: ["patch"]
+# PasswordGenerators and UUIDGenerators: read through our own LIST+WATCH, status patched. Their
+# values go into Secrets of their own namespace (the Secret rules below), never anywhere else.
+- apiGroups: ["secretferry.io"]
+  resources: ["passwordgenerators", "uuidgenerators"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["passwordgenerators/status", "uuidgenerators/status"]
+  verbs: ["patch"]
 # Secrets: watched by label (the managed ones; RBAC cannot narrow a list by label), read one by one
 # (credential references, Merge targets), created, server-side applied (patch), and deleted only
 # to replace one of ours whose type must change (a Secret's type is immutable; uid precondition).

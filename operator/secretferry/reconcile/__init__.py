@@ -48,6 +48,9 @@ What the pass decides with, and keeps::
     template_trust   who may make the operator compute over values (templates' opt-in)
     rendering/       key rewriting, value decoding (binary values) and template rendering:
                      in child processes, isolated and fair (its own package; rendering/__init__.py)
+    generators/      PasswordGenerator and UUIDGenerator: generate once into an owned Secret,
+                     regenerate on request; their own watches and queue; the value a SecretSync's
+                     generatorRef source reads (its own package; generators/__init__.py)
 
 Where does a change go::
 

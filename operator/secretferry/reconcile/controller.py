@@ -13,6 +13,7 @@ what it needs, and runs a queued SecretSync through the pass (sync.py).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -42,6 +43,7 @@ from secretferry.reconcile import (
     template_intake,
 )
 from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile.generators import intake as generator_intake
 from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import scopes as scope_mod
 
@@ -147,6 +149,9 @@ class Controller:
         self.template_intake = template_intake.TemplateSourceIntake(
             kube=kube, syncs=self.syncs, queue=self.queue
         )
+        self.generators = generator_intake.GeneratorIntake(
+            kube=kube, instance=instance, enqueue_sync=self._generator_wrote, served=self.served
+        )
         self.identity_intake = identity_intake.IdentityIntake(
             kube=kube,
             settings=settings,
@@ -184,6 +189,7 @@ class Controller:
             off_slot=self.queue.off_slot,
             template_sources=self.template_intake,
             on_cluster_report=self.cluster_report.entry_reported,
+            generator_sources=self.generators,
         )
 
     # --- lifecycle (handlers/operator.py: at once, or once this replica leads) -----------------
@@ -203,6 +209,21 @@ class Controller:
             served_=self.served,
         )
         self.background.spawn(boot, "start-up")
+        self._start_generators()
+
+    def _start_generators(self) -> None:
+        """PasswordGenerators and UUIDGenerators (generators/intake.py): their own watches and
+        workers, apart from the SecretSync start-up (they are few, and wait for nothing)."""
+        at_once = asyncio.Event()
+        at_once.set()
+        namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
+        for ns in namespaces:
+            for kind in generator_intake.KINDS:
+                self.background.spawn(self.generators.watch(kind, ns, at_once), f"watch {kind}s {ns or '*'}")
+            self.background.spawn(
+                self.generators.watch_secrets(ns, at_once), f"watch generator Secrets {ns or '*'}"
+            )
+        self.background.spawn(self.generators.run(), "generator workers")
 
     async def wait_ready(self) -> None:
         await self.target_intake.ready.wait()
@@ -226,9 +247,16 @@ class Controller:
         if serve:
             self.identity_intake.namespace_served(namespace)
             self.background.spawn_side(self.sync_intake.take_in(namespace))
+            self.background.spawn_side(self.generators.take_in(namespace))
         else:
             self.sync_intake.let_go(namespace)
+            self.generators.let_go(namespace)
             self.identity_intake.namespace_let_go(namespace)
+
+    def _generator_wrote(self, key: state.SyncKey) -> None:
+        """A generator a SecretSync reads wrote a new value: that SecretSync re-reads it, now."""
+        if key in self.syncs:
+            self.queue.enqueue(key, live=True)
 
     # --- the worker: one queued SecretSync through the pass -----------------------------------
     async def _work(self, key: state.SyncKey) -> None:

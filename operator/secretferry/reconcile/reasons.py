@@ -72,3 +72,12 @@ POLLING: Final = "Polling"
 ON_CHANGE: Final = "OnChange"
 CREATED_ONCE: Final = "CreatedOnce"
 INSTANT_UPDATES_DISABLED: Final = "InstantUpdatesDisabled"
+
+# --- PasswordGenerator / UUIDGenerator (reconcile/generators/) ---
+# Ready=True.
+GENERATED: Final = "Generated"  # the generator's Secret holds a value generated under the current spec
+# The rules changed since the value was generated; kept until the regenerate annotation asks.
+SPEC_CHANGED_SINCE_GENERATED: Final = "SpecChangedSinceGenerated"
+# Ready=False: a SecretSync's generatorRef source.
+GENERATOR_NOT_FOUND: Final = "GeneratorNotFound"  # no such generator in the SecretSync's namespace
+GENERATOR_NOT_READY: Final = "GeneratorNotReady"  # it has no value in a Secret it owns (yet)

@@ -35,6 +35,14 @@ NAMESPACED_RULES = {
     },
     ("secretferry.io", "secretsyncs/status", "patch"),
     ("secretferry.io", "machineidentities/status", "patch"),
+    # PasswordGenerators and UUIDGenerators: our own watch, the get of a SecretSync's generatorRef.
+    *{
+        ("secretferry.io", kind, verb)
+        for kind in ("passwordgenerators", "uuidgenerators")
+        for verb in ("get", "list", "watch")
+    },
+    ("secretferry.io", "passwordgenerators/status", "patch"),
+    ("secretferry.io", "uuidgenerators/status", "patch"),
     *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
     *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
     ("events.k8s.io", "events", "create"),

@@ -152,7 +152,23 @@ INVALID = [
         {"sources": [{"projectId": "a", "projectSlug": "b", "environment": "dev"}]},
         "spec.sources[0]: set exactly one of projectId and projectSlug",
     ),
-    ({"sources": [{"projectId": "a"}]}, "spec.sources[0].environment: is required"),
+    ({"sources": [{"projectId": "a"}]}, "spec.sources[0]: environment is required (or generatorRef instead)"),
+    (
+        {
+            "sources": [
+                {
+                    "projectId": "a",
+                    "environment": "dev",
+                    "generatorRef": {"kind": "UUIDGenerator", "name": "g"},
+                }
+            ]
+        },
+        "spec.sources[0]: a generatorRef source names no projectId, projectSlug or environment",
+    ),
+    (
+        {"sources": [{"generatorRef": {"kind": "Vault", "name": "g"}}]},
+        "spec.sources[0].generatorRef.kind",
+    ),
     (
         {"sources": [{"projectId": "a", "environment": "dev", "path": "app"}]},
         "spec.sources[0].path: string should",
