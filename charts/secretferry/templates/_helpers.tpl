@@ -114,6 +114,14 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["secretferry.io"]
   resources: ["secretsyncs/status", "machineidentities/status"]
   verbs: ["patch"]
+# DynamicSecretLeases: kopf's watch, and patches of their metadata (its finalizer, which holds the
+# object until the lease is revoked, and its progress annotations) and status.
+- apiGroups: ["secretferry.io"]
+  resources: ["dynamicsecretleases"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["dynamicsecretleases/status"]
+  verbs: ["patch"]
 # Secrets: watched by label (the managed ones; RBAC cannot narrow a list by label), read one by one
 # (credential references, Merge targets), created, server-side applied (patch), and deleted only
 # to replace one of ours whose type must change (a Secret's type is immutable; uid precondition).

@@ -55,7 +55,7 @@ class Tenant:
 
 
 def make_tenant(cp: ControlPlane, namespace: str, workdir: Path) -> Tenant:
-    """A ServiceAccount in ``namespace`` bound to a Role for our two namespaced kinds only."""
+    """A ServiceAccount in ``namespace`` bound to a Role for our namespaced kinds only."""
     cp.kubectl("create", "serviceaccount", TENANT_SA, "-n", namespace)
     cp.apply(
         {
@@ -65,7 +65,7 @@ def make_tenant(cp: ControlPlane, namespace: str, workdir: Path) -> Tenant:
             "rules": [
                 {
                     "apiGroups": ["secretferry.io"],
-                    "resources": ["machineidentities", "secretsyncs"],
+                    "resources": ["machineidentities", "secretsyncs", "dynamicsecretleases"],
                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
                 }
             ],
