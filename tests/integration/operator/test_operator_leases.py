@@ -144,7 +144,7 @@ def test_lease_secret_connect_renew_revoke(
     assert secret_data(control_plane, namespace, "db") == data  # a renewal changes no credential
     assert connect(pg, data) == data["DB_USERNAME"]
     printed = control_plane.kubectl("get", "dslease", "-n", namespace)
-    assert "Leased" in printed and "Renewals" in printed
+    assert "Leased" in printed and "RENEWALS" in printed
 
     control_plane.kubectl("delete", "dynamicsecretlease", "db", "-n", namespace, "--timeout=60s")
 
