@@ -17,6 +17,7 @@ import importlib.metadata
 import io
 import json
 import subprocess
+import uuid
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,6 +181,16 @@ def last_line(cp: ControlPlane, namespace: str) -> str:
     return out.strip()
 
 
+@pytest.fixture
+def namespace(node_cluster: ControlPlane) -> Iterator[str]:
+    name = f"lease-{uuid.uuid4().hex[:8]}"
+    node_cluster.kubectl("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        node_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
 def test_a_pod_logs_in_with_leased_credentials_and_not_after_revoke(
     node_cluster: ControlPlane, operator: OperatorPod, pg: pgcluster.PgCluster, namespace: str
 ) -> None:
@@ -203,14 +214,14 @@ def test_a_pod_logs_in_with_leased_credentials_and_not_after_revoke(
         lambda: harness.secret_data(node_cluster, namespace, "db"), timeout=120, what="the leased Secret"
     )
     assert set(data) == {"DB_USERNAME", "DB_PASSWORD"}
-    node_cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "pgclient", "namespace": namespace},
-            "binaryData": {"pgclient.zip": base64.b64encode(client_zip()).decode()},
-        }
-    )
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "pgclient", "namespace": namespace},
+        "binaryData": {"pgclient.zip": base64.b64encode(client_zip()).decode()},
+    }
+    # create, not apply: apply would copy the 400 KiB into an annotation (at most 256 KiB).
+    node_cluster.kubectl("create", "-f", "-", input=json.dumps(config_map))
     node_cluster.apply(consumer_pod(namespace, pg.port))
     harness.eventually(
         lambda: last_line(node_cluster, namespace) == "OK", timeout=120, what="the pod logged in"
