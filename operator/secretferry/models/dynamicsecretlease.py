@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from secretferry.models import base, secretsync
 
@@ -26,18 +26,32 @@ _MIN_TTL = base.cel("duration(self) >= duration('60s')", "must be at least 60s")
 RevocationPolicy = Literal["Revoke", "Retain"]
 
 
-class DynamicSecretRef(base.CRModel):
+_ONE_PROJECT = base.cel(
+    "has(self.projectId) != has(self.projectSlug)", "set exactly one of projectId and projectSlug"
+)
+
+
+class DynamicSecretRef(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT)):
     """Which dynamic secret to lease from, at the service."""
 
     name: str = Field(min_length=1, max_length=256)
     """Name of the dynamic secret, e.g. ``app-db``."""
-    project_slug: str = Field(min_length=1, max_length=256)
-    """Slug of the project at the service, e.g. ``payments-api`` (the lease routes address projects
-    by slug)."""
+    project_slug: str | None = Field(default=None, min_length=1, max_length=256)
+    """Slug of the project at the service, e.g. ``payments-api``. Set exactly one of projectSlug
+    and projectId."""
+    project_id: str | None = Field(default=None, min_length=1, max_length=256)
+    """ID of the project at the service; the operator looks its slug up (the lease routes address
+    projects by slug) through the same identity. Set exactly one of projectSlug and projectId."""
     environment: str = Field(min_length=1, max_length=256)
     """Environment slug, e.g. ``prod``."""
     path: str = Field(default="/", pattern=r"^/", max_length=1024)
     """Folder of the dynamic secret, e.g. ``/`` (the default) or ``/databases``."""
+
+    @model_validator(mode="after")
+    def _one_project(self) -> Self:
+        if (self.project_id is None) == (self.project_slug is None):
+            raise ValueError("set exactly one of projectId and projectSlug")
+        return self
 
 
 class LeaseTarget(base.CRModel):

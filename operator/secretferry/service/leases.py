@@ -42,6 +42,10 @@ class _LeaseEnvelope(models.ApiModel):
     lease: Lease
 
 
+class _WorkspaceEnvelope(models.ApiModel):
+    workspace: models.Project
+
+
 def _location(project_slug: str, environment_slug: str, path: str) -> dict[str, str]:
     validation.non_empty(project_slug, field="projectSlug")
     validation.non_empty(environment_slug, field="environmentSlug")
@@ -50,6 +54,18 @@ def _location(project_slug: str, environment_slug: str, path: str) -> dict[str, 
 
 class LeaseEndpoints(client_base.ClientBase):
     """Lease endpoints, mixed into ``client.ServiceClient``."""
+
+    async def get_project_by_id(self, project_id: str) -> models.Project:
+        """``GET /api/v1/workspace/{workspaceId}``: the project (with its slug) for an id; the lease
+        routes address projects by slug only."""
+        validation.non_empty(project_id, field="workspaceId")
+        envelope = await self._authed(
+            _WorkspaceEnvelope,
+            "GET",
+            f"/api/v1/workspace/{wire.segment(project_id)}",
+            "/api/v1/workspace/{workspaceId}",
+        )
+        return envelope.workspace
 
     async def create_lease(
         self, name: str, *, project_slug: str, environment_slug: str, path: str = "/", ttl: str | None = None

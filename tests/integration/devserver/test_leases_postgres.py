@@ -29,6 +29,7 @@ pytestmark = [
     ),
 ]
 LEASES = "/api/v1/dynamic-secrets/leases"
+PROJECT_ID = "33333333-3333-4333-8333-333333333333"
 SCOPE = {"projectSlug": "leases", "environmentSlug": "dev", "path": "/db"}
 
 
@@ -42,6 +43,7 @@ def seed(pg: pgcluster.PgCluster) -> dict[str, Any]:
     return {
         "projects": [
             {
+                "id": PROJECT_ID,
                 "slug": "leases",
                 "environments": [{"slug": "dev", "name": "Dev"}],
                 "folders": [{"environment": "dev", "path": "/other"}],
@@ -233,3 +235,12 @@ def test_throwaway_cluster_leaves_nothing(tmp_path: Path) -> None:
         assert root.exists()
     assert not root.exists()
     _ = datetime.now(UTC)
+
+
+def test_project_by_id_gives_the_slug_the_lease_routes_want(server: DevServer) -> None:
+    r = call(server, "GET", f"/api/v1/workspace/{PROJECT_ID}")
+    assert r.status_code == 200, r.text
+    assert r.json()["workspace"]["slug"] == "leases"
+    missing = call(server, "GET", "/api/v1/workspace/nope")
+    assert missing.status_code == 404
+    assert missing.json()["message"] == "Project with ID 'nope' not found"

@@ -188,8 +188,9 @@ def test_a_namespace_holds_a_bounded_number_of_leases(
 ) -> None:
     harness.kubernetes_identity(control_plane, namespace)
     hostile = tenant.make_tenant(control_plane, namespace, tmp_path)
+    by_id = {"name": "app-db", "projectId": harness.PROJECT_ID, "environment": "dev"}  # slug looked up
     for i in range(LIMIT + 1):
-        hostile.apply(lease_body(namespace, f"l{i}"))
+        hostile.apply(lease_body(namespace, f"l{i}", dynamicSecret=by_id))
     eventually(
         lambda: (
             sorted(reason(control_plane, namespace, f"l{i}") or "" for i in range(LIMIT + 1))

@@ -46,3 +46,16 @@ def test_defaults() -> None:
 def test_refused(spec: dict[str, Any]) -> None:
     with pytest.raises(pydantic.ValidationError):
         lease_models.DynamicSecretLease.from_body(body(**spec))
+
+
+def test_project_by_id_or_slug_exactly_one() -> None:
+    by_id = body()
+    by_id["spec"]["dynamicSecret"] = {"name": "app-db", "projectId": "p-1", "environment": "dev"}
+    assert lease_models.DynamicSecretLease.from_body(by_id).spec.dynamic_secret.project_id == "p-1"
+    both = body()
+    both["spec"]["dynamicSecret"]["projectId"] = "p-1"
+    neither = body()
+    del neither["spec"]["dynamicSecret"]["projectSlug"]
+    for bad in (both, neither):
+        with pytest.raises(pydantic.ValidationError, match="exactly one of projectId and projectSlug"):
+            lease_models.DynamicSecretLease.from_body(bad)

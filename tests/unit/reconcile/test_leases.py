@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import itertools
+import types
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -99,8 +100,13 @@ class FakeLeaseService:
             created_at=datetime.datetime.fromtimestamp(created, datetime.UTC),
         )
 
-    async def create_lease(self, name: str, *, ttl: str | None, **_: Any) -> service_leases.LeaseCreated:
+    async def get_project_by_id(self, project_id: str) -> service_models.Project:
+        self.calls.append("project")
+        return service_models.Project(id=project_id, slug=f"slug-of-{project_id}")
+
+    async def create_lease(self, name: str, *, ttl: str | None, **where: Any) -> service_leases.LeaseCreated:
         self.calls.append("create")
+        self.where = where
         now = self.clock()
         lease_id = f"lease-{next(self.ids)}"
         seconds = float(ttl.rstrip("s")) if ttl else self.default_ttl
@@ -147,7 +153,7 @@ class FakeIdentities:
         self.session_ = FakeSession(service)
 
     async def resolve_ref(self, ref: Any, namespace: str) -> object:
-        return object()
+        return types.SimpleNamespace(key=("MachineIdentity", namespace, ref.name))
 
     async def session(self, entry: object) -> FakeSession:
         return self.session_
@@ -218,11 +224,11 @@ class World:
                 self.statuses[name] = {k: v for k, v in merged.items() if v is not None}
         return delay
 
-    async def next_call(self, name: str = "db") -> None:
+    async def next_call(self, name: str = "db", **spec: Any) -> None:
         """Sleep and step as the handler's loop does until the keeper calls the service."""
         before = len(self.service.calls)
         while True:
-            delay = await self.step(name)
+            delay = await self.step(name, **spec)
             if len(self.service.calls) != before:
                 return
             await asyncio.sleep(delay)
@@ -344,3 +350,12 @@ async def test_a_deleted_secret_needs_a_new_lease() -> None:
     await w.step()
     assert w.service.calls == ["create", "create"]
     assert w.api.secret_data("team", "db") == {"DB_USERNAME": "user-lease-2", "DB_PASSWORD": "pw-lease-2"}
+
+
+async def test_a_project_id_is_looked_up_once_and_its_slug_used() -> None:
+    w = World()
+    ref = {"name": "app-db", "projectId": "p-1", "environment": "dev"}
+    await w.step(dynamicSecret=ref)
+    await w.next_call(dynamicSecret=ref)
+    assert w.service.calls == ["project", "create", "renew"]  # the slug is cached
+    assert w.service.where == {"project_slug": "slug-of-p-1", "environment_slug": "dev", "path": "/"}

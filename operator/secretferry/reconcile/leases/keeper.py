@@ -45,6 +45,7 @@ from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile.leases import schedule, target
 from secretferry.service import errors as service_errors
 from secretferry.service import leases as service_leases
+from secretferry.service import models as service_models
 
 log = logging.getLogger(__name__)
 MAX_WAIT_SECONDS = 300.0  # look again at least this often: a deleted Secret or a spec change is seen
@@ -104,6 +105,7 @@ class LeaseKeeper:
         self._holders: dict[str, set[str]] = {}  # namespace → uids holding a lease
         self._failures: dict[str, int] = {}
         self._reported: dict[str, tuple[str, str]] = {}
+        self._slugs: dict[tuple[str, str], str] = {}  # (identity, project id) → slug
         self.calls = 0
         """Lease calls made (create, renew, revoke): the benchmark's count."""
 
@@ -177,29 +179,42 @@ class LeaseKeeper:
         return min(max(at - self._clock(), 0.0), MAX_WAIT_SECONDS)
 
     async def _session_call(self, lease: lease_models.DynamicSecretLease, operation: str, fn: Any) -> Any:
-        """Resolve the identity (tenancy checks), then one call through its session."""
+        """Resolve the identity (tenancy checks), then one call through its session; with a
+        ``projectId``, its slug is looked up first through the same session (once, then cached)."""
         entry = await self._identities.resolve_ref(lease.spec.identity_ref, lease.metadata.namespace or "")
         session = await self._identities.session(entry)
+        ref = lease.spec.dynamic_secret
+        slug = ref.project_slug
+        if slug is None:
+            project_id = ref.project_id
+            assert project_id is not None  # the model wants exactly one of them
+            slug_key = (ident_mod.key_str(entry.key), project_id)
+            slug = self._slugs.get(slug_key)
+            if slug is None:
+                try:
+                    project: service_models.Project = await session.call(
+                        lambda c: c.get_project_by_id(project_id)
+                    )
+                except service_errors.ServiceError as exc:
+                    raise outcomes.from_service_error(exc, scope_text=f"project {project_id!r}") from None
+                slug = project.slug or ""
+                self._slugs[slug_key] = slug
+        where = {"project_slug": slug, "environment_slug": ref.environment, "path": ref.path}
         self.calls += 1
         try:
-            result = await session.call(fn)
+            result = await session.call(lambda c: fn(c, where))
         except service_errors.ServiceError as exc:
             metrics.LEASE_OPERATIONS.labels(operation=operation, result=type(exc).__name__).inc()
             raise
         metrics.LEASE_OPERATIONS.labels(operation=operation, result="success").inc()
         return result
 
-    def _where(self, lease: lease_models.DynamicSecretLease) -> dict[str, str]:
-        ref = lease.spec.dynamic_secret
-        return {"project_slug": ref.project_slug, "environment_slug": ref.environment, "path": ref.path}
-
     async def _renew(self, lease: lease_models.DynamicSecretLease, held: schedule.Held) -> bool:
         """Renew; False when the service refused it or no longer knows the lease (then replace)."""
-        where = self._where(lease)
         ttl = f"{int(held.term_seconds)}s"
         try:
             renewed: service_leases.Lease = await self._session_call(
-                lease, "renew", lambda c: c.renew_lease(held.lease_id, ttl=ttl, **where)
+                lease, "renew", lambda c, where: c.renew_lease(held.lease_id, ttl=ttl, **where)
             )
         except (service_errors.ValidationError, service_errors.NotFound):
             return False
@@ -250,7 +265,7 @@ class LeaseKeeper:
             created: service_leases.LeaseCreated = await self._session_call(
                 lease,
                 "acquire",
-                lambda c: c.create_lease(ref.name, ttl=lease.spec.ttl_wire, **self._where(lease)),
+                lambda c, where: c.create_lease(ref.name, ttl=lease.spec.ttl_wire, **where),
             )
         except service_errors.ValidationError as exc:
             raise problems.Problem(
@@ -359,9 +374,7 @@ class LeaseKeeper:
         self, lease: lease_models.DynamicSecretLease, held: schedule.Held, *, quiet: bool
     ) -> None:
         try:
-            await self._session_call(
-                lease, "revoke", lambda c: c.revoke_lease(held.lease_id, **self._where(lease))
-            )
+            await self._session_call(lease, "revoke", lambda c, where: c.revoke_lease(held.lease_id, **where))
         except service_errors.NotFound:
             pass  # expired and revoked by the service already, or revoked by hand
         except (service_errors.ServiceError, problems.Problem) as exc:
