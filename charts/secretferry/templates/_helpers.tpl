@@ -227,6 +227,8 @@ an extraEnv entry that repeats one of these names).
   value: {{ .Values.config.streamingRefreshIntervalSeconds | quote }}
 - name: SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS
   value: {{ .Values.config.rolloutCooldownSeconds | quote }}
+- name: SECRETFERRY_MAX_LEASES_PER_NAMESPACE
+  value: {{ .Values.config.maxLeasesPerNamespace | quote }}
 - name: SECRETFERRY_ROLLOUTS_ENABLED
   value: {{ .Values.config.rolloutsEnabled | quote }}
 - name: SECRETFERRY_TOKEN_REQUESTS_ENABLED
