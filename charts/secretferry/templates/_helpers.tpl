@@ -114,6 +114,14 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["secretferry.io"]
   resources: ["secretsyncs/status", "machineidentities/status"]
   verbs: ["patch"]
+# PasswordGenerators and UUIDGenerators: read through our own LIST+WATCH, status patched. Their
+# values go into Secrets of their own namespace (the Secret rules below), never anywhere else.
+- apiGroups: ["secretferry.io"]
+  resources: ["passwordgenerators", "uuidgenerators"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["passwordgenerators/status", "uuidgenerators/status"]
+  verbs: ["patch"]
 # DynamicSecretLeases: kopf's watch, and patches of their metadata (its finalizer, which holds the
 # object until the lease is revoked, and its progress annotations) and status.
 - apiGroups: ["secretferry.io"]
@@ -173,6 +181,15 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
   verbs: ["list", "watch"]
 - apiGroups: ["secretferry.io"]
   resources: ["clustermachineidentities/status"]
+  verbs: ["patch"]
+# ClusterSecretSyncs: read through our own LIST+WATCH, status patched (counts, failing namespaces).
+# The operator never changes their spec. Their targets are written with the namespaced rules above
+# (Secrets/ConfigMaps), in the namespaces the operator serves.
+- apiGroups: ["secretferry.io"]
+  resources: ["clustersecretsyncs"]
+  verbs: ["list", "watch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["clustersecretsyncs/status"]
   verbs: ["patch"]
 # ClusterMachineIdentity.spec.allowedNamespaces selects namespaces by label: a metadata-only
 # watch of namespaces makes a label change take effect at once (a get covers a namespace the
