@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 DEVCLUSTER_DIR ?= .devcluster
 
 .PHONY: setup settings-doc control-plane lint typecheck imports test test-unit test-integration demo demo-down \
-        cluster-up cluster-down crds chart-crds bench bench-full clean node-deps image release
+        cluster-up cluster-down crds chart-crds bench bench-full clean node-deps postgres-deps image release
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing secretferry with its dev tools"
@@ -25,6 +25,11 @@ control-plane:
 # Debian packages for the local node and its images (containerd, runc, buildah, ...); needs root.
 node-deps:
 	@bash hack/node-deps.sh
+
+# Debian's PostgreSQL server (package `postgresql`) for the dev server's dynamic-secret leases and
+# their tests, which start a throwaway cluster as `nobody` in a temporary directory; needs root.
+postgres-deps:
+	@bash hack/postgres-deps.sh
 
 # pause, busybox, the Python base and localhost/secretferry:dev as OCI archives (cached by content);
 # the operator image goes into the running local node when there is one.
@@ -47,10 +52,10 @@ imports: setup
 test-unit: setup
 	$(BIN)/pytest -q tests/unit
 
-test-integration: setup control-plane node-deps
+test-integration: setup control-plane node-deps postgres-deps
 	$(BIN)/pytest -q tests/integration
 
-test: setup control-plane node-deps lint typecheck imports
+test: setup control-plane node-deps postgres-deps lint typecheck imports
 	$(BIN)/pytest -q -ra tests
 
 crds: setup

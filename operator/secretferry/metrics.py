@@ -231,3 +231,11 @@ class _RateBudgets:
 
 
 prometheus_client.REGISTRY.register(_RateBudgets())
+
+# DynamicSecretLease (reconcile/leases/keeper.py); no object names as labels, like the rest.
+LEASES_ACTIVE = Gauge("secretferry_dynamic_secret_leases", "DynamicSecretLeases currently holding a lease.")
+LEASE_OPERATIONS = Counter(
+    "secretferry_lease_operations_total",
+    "Lease calls by operation (acquire, renew, revoke) and result (success, refused, or the error class).",
+    ["operation", "result"],
+)

@@ -26,6 +26,7 @@ CRD_NAMES = [
     "clustersecretsyncs.secretferry.io",
     "passwordgenerators.secretferry.io",
     "uuidgenerators.secretferry.io",
+    "dynamicsecretleases.secretferry.io",
 ]
 COMMANDS = ["run", "crds", "dev-server", "settings-reference"]
 

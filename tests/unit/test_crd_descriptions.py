@@ -71,6 +71,7 @@ def test_every_kind_is_read() -> None:
         "PasswordGenerator",
         "UUIDGenerator",
         "ClusterSecretSync",
+        "DynamicSecretLease",
     }
 
 

@@ -122,6 +122,14 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["secretferry.io"]
   resources: ["passwordgenerators/status", "uuidgenerators/status"]
   verbs: ["patch"]
+# DynamicSecretLeases: kopf's watch, and patches of their metadata (its finalizer, which holds the
+# object until the lease is revoked, and its progress annotations) and status.
+- apiGroups: ["secretferry.io"]
+  resources: ["dynamicsecretleases"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["dynamicsecretleases/status"]
+  verbs: ["patch"]
 # Secrets: watched by label (the managed ones; RBAC cannot narrow a list by label), read one by one
 # (credential references, Merge targets), created, server-side applied (patch), and deleted only
 # to replace one of ours whose type must change (a Secret's type is immutable; uid precondition).
@@ -236,6 +244,8 @@ an extraEnv entry that repeats one of these names).
   value: {{ .Values.config.streamingRefreshIntervalSeconds | quote }}
 - name: SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS
   value: {{ .Values.config.rolloutCooldownSeconds | quote }}
+- name: SECRETFERRY_MAX_LEASES_PER_NAMESPACE
+  value: {{ .Values.config.maxLeasesPerNamespace | quote }}
 - name: SECRETFERRY_ROLLOUTS_ENABLED
   value: {{ .Values.config.rolloutsEnabled | quote }}
 - name: SECRETFERRY_TOKEN_REQUESTS_ENABLED

@@ -65,6 +65,9 @@ class Controller:
     ) -> None:
         self.settings = settings
         self.clock = clock
+        self.leading = asyncio.Event()
+        """Set while this replica works (started, not stopped): kopf's per-object handlers of
+        DynamicSecretLease (handlers/leases.py) act only then."""
         self.syncs: dict[state.SyncKey, state.SyncEntry] = {}
         self.served = served.ServedNamespaces(
             settings.namespace_selector(), names=settings.watched_namespaces()
@@ -195,6 +198,7 @@ class Controller:
     # --- lifecycle (handlers/operator.py: at once, or once this replica leads) -----------------
     async def start(self) -> None:
         self.identity_intake.take_over()
+        self.leading.set()
         boot = startup.boot(
             settings=self.settings,
             background=self.background,
@@ -232,6 +236,7 @@ class Controller:
         # Nothing new first (no identity checks, no passes), then what runs: once stop begins, this
         # replica may have lost its Lease, and every write from here on could race the new leader.
         self.identity_intake.step_down()
+        self.leading.clear()
         await self.queue.stop()
         await self.background.cancel_all()
         await self.streaming.manager.close()

@@ -195,8 +195,11 @@ class IdentityRegistry:
     # --- resolution for a SecretSync ----------------------------------------------------------
     async def resolve(self, sync: sync_models.SecretSync) -> IdentityEntry:
         """The identity ``sync`` names, after the isolation checks; raises ``problems.Problem``."""
-        ref = sync.spec.identity_ref
-        namespace = sync.metadata.namespace or ""
+        return await self.resolve_ref(sync.spec.identity_ref, sync.metadata.namespace or "")
+
+    async def resolve_ref(self, ref: sync_models.IdentityRef, namespace: str) -> IdentityEntry:
+        """The identity ``ref`` names for an object in ``namespace`` (any kind that carries an
+        ``identityRef``), after the same isolation checks; raises ``problems.Problem``."""
         key: IdentityKey = (ref.kind, namespace if ref.kind == MACHINE else "", ref.name)
         entry = self._entries.get(key)
         where = f"in namespace {namespace}" if ref.kind == MACHINE else "(cluster-scoped)"

@@ -81,3 +81,17 @@ SPEC_CHANGED_SINCE_GENERATED: Final = "SpecChangedSinceGenerated"
 # Ready=False: a SecretSync's generatorRef source.
 GENERATOR_NOT_FOUND: Final = "GeneratorNotFound"  # no such generator in the SecretSync's namespace
 GENERATOR_NOT_READY: Final = "GeneratorNotReady"  # it has no value in a Secret it owns (yet)
+
+# --- DynamicSecretLease (reconcile/leases/) ---------------------------------------------------
+LEASED: Final = "Leased"  # Ready=True: the target holds credentials of a live lease
+LEASE_REPLACED: Final = "LeaseReplaced"  # a new lease replaced one that could not be renewed
+LEASE_REFUSED: Final = "LeaseRefused"  # the service refused the lease (400: TTL, limit, provider)
+LEASE_RENEW_FAILED: Final = "LeaseRenewFailed"  # a renewal failed for a retriable reason; retried
+LEASE_EXPIRED: Final = "LeaseExpired"  # the lease expired before it could be renewed or replaced
+LEASE_LIMIT_REACHED: Final = "LeaseLimitReached"  # the namespace holds maxLeasesPerNamespace leases
+LEASE_DATA_INVALID: Final = "LeaseDataInvalid"  # a key of the lease's data cannot be a Secret key
+LEASE_WRITE_FAILED: Final = "LeaseWriteFailed"  # the apiserver refused the credentials' Secret
+LEASE_REVOKED: Final = "LeaseRevoked"  # Event: revoked at deletion (revocationPolicy Revoke)
+LEASE_RETAINED: Final = "LeaseRetained"  # Event: left to expire at deletion (revocationPolicy Retain)
+LEASE_REVOKE_FAILED: Final = "LeaseRevokeFailed"  # revocation at deletion failed; retried
+TARGET_NOT_OWNED: Final = "TargetNotOwned"  # the Secret exists and is not this lease's

@@ -43,6 +43,9 @@ NAMESPACED_RULES = {
     },
     ("secretferry.io", "passwordgenerators/status", "patch"),
     ("secretferry.io", "uuidgenerators/status", "patch"),
+    # DynamicSecretLease: kopf's watch, its finalizer and progress annotations, and status.
+    *{("secretferry.io", "dynamicsecretleases", verb) for verb in ("list", "watch", "patch")},
+    ("secretferry.io", "dynamicsecretleases/status", "patch"),
     *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
     *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
     ("events.k8s.io", "events", "create"),

@@ -55,7 +55,7 @@ class Tenant:
 
 
 def make_tenant(cp: ControlPlane, namespace: str, workdir: Path) -> Tenant:
-    """A ServiceAccount in ``namespace`` bound to a Role for our two namespaced kinds only."""
+    """A ServiceAccount in ``namespace`` bound to a Role for our namespaced kinds only."""
     cp.kubectl("create", "serviceaccount", TENANT_SA, "-n", namespace)
     cp.apply(
         {
@@ -66,7 +66,13 @@ def make_tenant(cp: ControlPlane, namespace: str, workdir: Path) -> Tenant:
                 {
                     "apiGroups": ["secretferry.io"],
                     # Generators too: the chart aggregates them into edit like SecretSyncs.
-                    "resources": ["machineidentities", "secretsyncs", "passwordgenerators", "uuidgenerators"],
+                    "resources": [
+                        "machineidentities",
+                        "secretsyncs",
+                        "passwordgenerators",
+                        "uuidgenerators",
+                        "dynamicsecretleases",
+                    ],
                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
                 }
             ],
