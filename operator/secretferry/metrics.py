@@ -215,3 +215,14 @@ class _RateBudgets:
 
 
 prometheus_client.REGISTRY.register(_RateBudgets())
+
+
+# PushSecret (reconcile/push/).
+PUSHES = Counter(
+    "secretferry_pushes_total",
+    "PushSecret passes by result: pushed (wrote), unchanged, conflict, refused, failed.",
+    ["result"],
+)
+PUSH_WRITES = Counter(
+    "secretferry_push_writes_total", "Writes to the service by PushSecrets, by operation.", ["operation"]
+)

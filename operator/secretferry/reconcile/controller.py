@@ -40,6 +40,8 @@ from secretferry.reconcile import (
     template_intake,
 )
 from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile.push import intake as push_intake
+from secretferry.reconcile.push import pushing as push_pushing
 from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import scopes as scope_mod
 
@@ -128,6 +130,20 @@ class Controller:
         self.template_intake = template_intake.TemplateSourceIntake(
             kube=kube, syncs=self.syncs, queue=self.queue
         )
+        self.push = push_intake.PushIntake(
+            deps=push_pushing.PushDeps(
+                kube=kube,
+                identities=self.identities,
+                routes=self.fetcher.routes,
+                slugs=self.slugs,
+                hmac_key=hmac_key,
+                instance=instance,
+            ),
+            workers=settings.workers,
+            backoff_initial_seconds=settings.backoff_initial_seconds,
+            backoff_max_seconds=settings.backoff_max_seconds,
+            serves=self.served.serves,
+        )
         self.identity_intake = identity_intake.IdentityIntake(
             kube=kube,
             settings=settings,
@@ -137,6 +153,7 @@ class Controller:
             status=self.identity_status,
             served_namespaces=self.served,
             on_namespace_served=self._namespace_served,
+            on_secret=self.push.secret_seen,
         )
         self.resync = resync.Resync(
             settings=settings,
@@ -180,6 +197,11 @@ class Controller:
             served_=self.served,
         )
         self.background.spawn(boot, "start-up")
+        # PushSecrets (reconcile/push/): their own watch and queue; few, and no backlog ordering.
+        namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
+        for ns in namespaces:
+            self.background.spawn(self.push.watch(ns), f"watch pushsecrets {ns or '*'}")
+        self.push.queue.start()
 
     async def wait_ready(self) -> None:
         await self.target_intake.ready.wait()
@@ -189,6 +211,7 @@ class Controller:
         # replica may have lost its Lease, and every write from here on could race the new leader.
         self.identity_intake.step_down()
         await self.queue.stop()
+        await self.push.queue.stop()
         await self.background.cancel_all()
         await self.streaming.manager.close()
         await self.rollouts.close()

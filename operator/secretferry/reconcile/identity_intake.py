@@ -60,8 +60,12 @@ class IdentityIntake:
         status: identity_status.IdentityStatus,
         served_namespaces: served.ServedNamespaces | None = None,
         on_namespace_served: Callable[[str, bool], None] | None = None,
+        on_secret: Callable[[str, str, Mapping[str, Any] | None], None] | None = None,
     ) -> None:
         self._kube = kube
+        # Every Secret's metadata as this watch sees it (None: deleted), for PushSecrets' sources
+        # (reconcile/push/intake.py): the one Secret watch serves both.
+        self._on_secret = on_secret
         self._settings = settings
         self._identities = identities
         self._syncs = syncs
@@ -205,6 +209,12 @@ class IdentityIntake:
             meta = event.object.get("metadata") or {}
             annotations = None if event.type == "DELETED" else dict(meta.get("annotations") or {})
             self.consent_seen(kind, str(meta.get("namespace", "")), str(meta.get("name", "")), annotations)
+            if kind == "Secret" and self._on_secret is not None and self.leading:
+                self._on_secret(
+                    str(meta.get("namespace", "")),
+                    str(meta.get("name", "")),
+                    None if event.type == "DELETED" else meta,
+                )
 
     def consent_seen(
         self, kind: str, namespace: str, name: str, annotations: Mapping[str, str] | None

@@ -69,3 +69,15 @@ POLLING: Final = "Polling"
 ON_CHANGE: Final = "OnChange"
 CREATED_ONCE: Final = "CreatedOnce"
 INSTANT_UPDATES_DISABLED: Final = "InstantUpdatesDisabled"
+
+# PushSecret (reconcile/push/): Ready=True.
+PUSHED: Final = "Pushed"  # every key is at the service as pushed
+# PushSecret: Ready=False, or the Conflict condition.
+PUSH_CONFLICT: Final = "PushConflict"  # a value changed at the service; IfNotExists left it
+PUSH_CONFLICT_REPLACED: Final = "PushConflictReplaced"  # Conflict=True: Replace overwrote it
+NO_CONFLICT: Final = "NoConflict"  # Conflict=False
+PUSH_SOURCE_NOT_OPTED_IN: Final = "PushSourceNotOptedIn"  # the Secret is missing or lacks allow-push
+PUSH_SOURCE_EMPTY: Final = "PushSourceEmpty"  # the selected keys are not in the Secret
+PUSH_GENERATOR_NOT_READY: Final = "PushGeneratorNotReady"  # the generator names no Secret yet
+PUSH_NOT_ALLOWED: Final = "PushNotAllowed"  # a ClusterMachineIdentity's pushAllowed does not admit it
+PUSH_FAILED: Final = "PushFailed"  # the service refused a write (403, 404 folder, 4xx)

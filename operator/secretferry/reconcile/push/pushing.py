@@ -1,0 +1,391 @@
+"""One pass for one PushSecret: identity → source → checks → list → writes → status.
+
+Order matters for the security model (trust.py): the identity and its allow-list are checked and
+the source Secret's opt-in is read before any value of it is decoded, and nothing is sent to the
+service before all of them passed. A failure never touches what is at the service; the status
+says why (reasons.py, PushSecret block), with keys named and values never.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from secretferry import metrics
+from secretferry.kube import client as kube_client
+from secretferry.kube import customresources
+from secretferry.kube import errors as kube_errors
+from secretferry.kube import events as kube_events
+from secretferry.kube import objects as kube_objects
+from secretferry.kube import status as kube_status
+from secretferry.models import base as models_base
+from secretferry.models import identity as identity_models
+from secretferry.models import pushsecret as push_models
+from secretferry.reconcile import conditions, outcomes, problems, reasons
+from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile.push import plan as plan_mod
+from secretferry.reconcile.push import trust
+from secretferry.reconcile.rendering import rewrite
+from secretferry.service import auth, listroutes, models
+from secretferry.service import client as service_client
+from secretferry.service import errors as service_errors
+from secretferry.service import scopes as scope_mod
+
+log = logging.getLogger(__name__)
+
+GENERATOR_PLURALS: Final = {"PasswordGenerator": "passwordgenerators", "UUIDGenerator": "uuidgenerators"}
+CONFLICT: Final = "Conflict"
+READY: Final = "Ready"
+
+
+@dataclass
+class PushDeps:
+    """What a pass needs, built once by the controller."""
+
+    kube: kube_client.Kube
+    identities: ident_mod.IdentityRegistry
+    routes: listroutes.ListRoutes
+    slugs: scope_mod.SlugCache
+    hmac_key: bytes
+    instance: str
+
+
+@dataclass
+class Outcome:
+    """What the intake needs back: the source Secret (for the watch index) and when to retry."""
+
+    source_secret: str | None = None
+    retry_after: float | None = None
+    retriable: bool = False
+
+
+def digest_for(hmac_key: bytes, namespace: str, name: str) -> plan_mod.Digest:
+    """HMACs keyed per install and per PushSecret: equal values of two PushSecrets (or of two keys)
+    give different HMACs, so a status compares with nothing but its own earlier status."""
+    scope = hmac.new(hmac_key, f"push/{namespace}/{name}".encode(), hashlib.sha256).digest()
+
+    def digest(key: str, value: str) -> str:
+        return hmac.new(scope, key.encode() + b"\0" + value.encode(), hashlib.sha256).hexdigest()
+
+    return digest
+
+
+def records_of(status: push_models.PushSecretStatus) -> dict[str, plan_mod.Record]:
+    return {
+        p.key: plan_mod.Record(source=p.source_hmac, remote=p.remote_hmac) for p in status.pushed_keys or []
+    }
+
+
+# --- the source ---------------------------------------------------------------------------------
+
+
+async def source_secret_name(deps: PushDeps, push: push_models.PushSecret) -> str:
+    """The Secret the selector means: named, or the generator's ``status.secretName``."""
+    selector = push.spec.selector
+    if selector.secret is not None:
+        return selector.secret.name
+    ref = selector.generator_ref
+    assert ref is not None  # the model admits exactly one
+    namespace = push.metadata.namespace or ""
+    path = f"{customresources.collection_path(GENERATOR_PLURALS[ref.kind], namespace=namespace)}/{ref.name}"
+    try:
+        generator = await deps.kube.request("GET", path)
+    except kube_errors.KubeError as exc:
+        raise problems.Problem(
+            reasons.PUSH_GENERATOR_NOT_READY,
+            f"{ref.kind} {namespace}/{ref.name} cannot be read ({exc.reason}); nothing was sent",
+            retriable=True,
+        ) from None
+    name = (generator.get("status") or {}).get("secretName")
+    if not isinstance(name, str) or not name:
+        raise problems.Problem(
+            reasons.PUSH_GENERATOR_NOT_READY,
+            f"{ref.kind} {namespace}/{ref.name} has generated no Secret yet (status.secretName); "
+            "nothing was sent",
+            retriable=True,
+        )
+    return name
+
+
+async def read_source(deps: PushDeps, push: push_models.PushSecret, secret_name: str) -> dict[str, str]:
+    """The keys to push (selected, rewritten), after the opt-in check; raises ``Problem``."""
+    namespace, name = push.metadata.namespace or "", push.metadata.name
+    try:
+        secret = await kube_objects.get(deps.kube, kind="Secret", namespace=namespace, name=secret_name)
+    except kube_errors.KubeError as exc:
+        raise outcomes.from_kube_error(exc, what=f"reading Secret {namespace}/{secret_name}") from None
+    annotations = ((secret or {}).get("metadata") or {}).get("annotations") or {}
+    if secret is None or not trust.opted_in(annotations, name):
+        raise trust.not_opted_in(namespace=namespace, secret=secret_name, push_name=name)
+    data: Mapping[str, str] = secret.get("data") or {}
+    wanted = push.spec.keys or sorted(data)
+    missing = [k for k in wanted if k not in data]
+    if missing or not wanted:
+        raise problems.Problem(
+            reasons.PUSH_SOURCE_EMPTY,
+            f"Secret {namespace}/{secret_name} has no key {', '.join(missing)}"
+            if missing
+            else f"Secret {namespace}/{secret_name} has no keys; nothing was sent",
+            retriable=False,
+        )
+    values: dict[str, str] = {}
+    for key in wanted:
+        try:
+            values[key] = base64.b64decode(data[key], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            # ``from None``: a decode error carries the bytes it choked on.
+            raise problems.Problem(
+                reasons.PUSH_FAILED,
+                f"key {key!r} of Secret {namespace}/{secret_name} is not UTF-8 text: the service holds "
+                "text values only; nothing was sent",
+            ) from None
+    return rewrite.rewrite_keys(values, push.spec.rewrite)
+
+
+# --- the service --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    project_id: str
+    environment: str
+    path: str
+
+
+async def resolve_identity(deps: PushDeps, push: push_models.PushSecret) -> ident_mod.IdentityEntry:
+    """The identity after SecretSync's checks (namespace, consent) and the push allow-list."""
+    entry = await deps.identities.resolve(push)
+    if isinstance(entry.model, identity_models.ClusterMachineIdentity):
+        spec = entry.model.spec
+        assert isinstance(spec, identity_models.ClusterMachineIdentitySpec)
+        refusal = trust.check_cluster_identity(spec, identity=entry.key[2], destination=push.spec.destination)
+        if refusal is not None:
+            raise refusal
+    return entry
+
+
+async def scope_of(
+    deps: PushDeps, entry: ident_mod.IdentityEntry, session: auth.AuthSession, dest: push_models.Destination
+) -> Scope:
+    project_id = dest.project_id
+    if project_id is None:
+        assert dest.project_slug is not None
+        project_id = await deps.slugs.resolve(ident_mod.key_str(entry.key), dest.project_slug, session)
+    return Scope(project_id=project_id, environment=dest.environment, path=dest.path)
+
+
+async def list_destination(deps: PushDeps, session: auth.AuthSession, scope: Scope) -> dict[str, str]:
+    """The folder's own shared secrets (no imports, references unexpanded): what a write replaces."""
+    query = models.ListSecretsQuery(
+        project_id=scope.project_id,
+        environment=scope.environment,
+        secret_path=scope.path,
+        include_imports=False,
+        expand_secret_references=False,
+    )
+
+    async def call(client: service_client.ServiceClient) -> models.SecretList | models.NotModified:
+        return await deps.routes.list(client, query, etag=None)
+
+    answer = await session.call(call)
+    assert isinstance(answer, models.SecretList)  # no etag sent: never NotModified
+    return {s.secret_key: s.secret_value for s in answer.secrets if (s.type or "shared") == "shared"}
+
+
+async def write(
+    deps: PushDeps,
+    session: auth.AuthSession,
+    scope: Scope,
+    operation: Literal["create", "update", "delete"],
+    key: str,
+    value: str | None = None,
+) -> str | None:
+    """One write through v4, or v3 raw on a host whose list showed it has no v4. Returns the value
+    the service answered with, when it shows one (it may trim), for the remote HMAC."""
+    v3 = deps.routes.known(session.api_root) == listroutes.V3
+
+    async def call(client: service_client.ServiceClient) -> models.Secret:
+        if v3:
+            method = {"create": "POST", "update": "PATCH", "delete": "DELETE"}[operation]
+            return await client.write_secret_v3(
+                method,
+                key,
+                project_id=scope.project_id,
+                environment=scope.environment,
+                secret_path=scope.path,
+                value=value,
+            )
+        where: dict[str, Any] = {
+            "project_id": scope.project_id,
+            "environment": scope.environment,
+            "secret_path": scope.path,
+        }
+        if operation == "create":
+            assert value is not None
+            return await client.create_secret(key, value=value, **where)
+        if operation == "update":
+            return await client.update_secret(key, value=value, **where)
+        return await client.delete_secret(key, **where)
+
+    answer = await session.call(call)
+    metrics.PUSH_WRITES.labels(operation).inc()
+    return answer.secret_value if answer.secret_value and not answer.secret_value_hidden else None
+
+
+def service_problem(exc: service_errors.ServiceError, *, what: str) -> problems.Problem:
+    problem = outcomes.from_service_error(exc, scope_text=what)
+    if problem.reason in {reasons.SOURCE_NOT_FOUND, reasons.FORBIDDEN} and not exc.is_retriable:
+        # Of a write: the folder is missing, or the identity may not write there.
+        return problems.Problem(reasons.PUSH_FAILED, problem.message, retriable=False)
+    return problem
+
+
+# --- the status ---------------------------------------------------------------------------------
+
+
+def regarding(push: push_models.PushSecret) -> kube_events.ObjectRef:
+    return {
+        "apiVersion": models_base.API_VERSION,
+        "kind": push_models.PUSH_SECRET_KIND,
+        "name": push.metadata.name,
+        "namespace": push.metadata.namespace,
+        "uid": push.metadata.uid or "",
+    }
+
+
+async def report(
+    deps: PushDeps,
+    push: push_models.PushSecret,
+    body: Mapping[str, Any],
+    *,
+    ready: problems.Problem | None,
+    records: Mapping[str, plan_mod.Record] | None,
+    conflicts: list[str],
+    replaced: bool,
+    wrote: bool,
+) -> None:
+    """Patch status when it differs; an Event on a Ready or Conflict transition (rate-limited by
+    the Event correlator, like every Event of ours)."""
+    before: Mapping[str, Any] = body.get("status") or {}
+    old_conditions = list(before.get("conditions") or [])
+    now = conditions.now()
+    generation = push.metadata.generation
+    if ready is None:
+        message = f"{len(records or {})} keys at {trust.describe(push.spec.destination)}"
+        new = conditions.set_condition(
+            old_conditions,
+            type_=READY,
+            status="True",
+            reason=reasons.PUSHED,
+            message=message,
+            observed_generation=generation,
+            now=now,
+        )
+    else:
+        new = conditions.set_condition(
+            old_conditions,
+            type_=READY,
+            status="False",
+            reason=ready.reason,
+            message=ready.message,
+            observed_generation=generation,
+            now=now,
+        )
+    if conflicts:
+        verb = (
+            "overwritten (updatePolicy Replace)"
+            if replaced
+            else "left as they are (updatePolicy IfNotExists)"
+        )
+        new = conditions.set_condition(
+            [c.model_dump(by_alias=True, mode="json") for c in new],
+            type_=CONFLICT,
+            status="True",
+            reason=reasons.PUSH_CONFLICT_REPLACED if replaced else reasons.PUSH_CONFLICT,
+            message=f"changed at the service since our last push, {verb}: {', '.join(conflicts)}",
+            observed_generation=generation,
+            now=now,
+        )
+    else:
+        new = conditions.set_condition(
+            [c.model_dump(by_alias=True, mode="json") for c in new],
+            type_=CONFLICT,
+            status="False",
+            reason=reasons.NO_CONFLICT,
+            message="",
+            observed_generation=generation,
+            now=now,
+        )
+    status: dict[str, Any] = {
+        "conditions": [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in new],
+        "observedGeneration": generation,
+        "destination": trust.describe(push.spec.destination),
+        "conflicts": conflicts or None,
+    }
+    if records is not None:
+        status["pushedKeys"] = [
+            {"key": k, "sourceHMAC": r.source, "remoteHMAC": r.remote} for k, r in sorted(records.items())
+        ]
+        status["pushedKeyCount"] = len(records)
+    if wrote:
+        status["lastPushTime"] = now.strftime(models_base.TIME_FORMAT)
+    if not _differs(before, status):
+        return
+    namespace, name = push.metadata.namespace, push.metadata.name
+    try:
+        await kube_status.patch_status(
+            deps.kube,
+            group=models_base.GROUP,
+            version=models_base.VERSION,
+            plural=push_models.PLURAL,
+            namespace=namespace,
+            name=name,
+            status=status,
+        )
+    except kube_errors.NotFound:
+        return
+    for type_ in (READY, CONFLICT):
+        if conditions.transitioned(old_conditions, status["conditions"], type_):
+            cond = conditions.find(status["conditions"], type_) or {}
+            bad = (type_ == READY and cond.get("status") != "True") or (
+                type_ == CONFLICT and cond.get("status") == "True"
+            )
+            if type_ == CONFLICT and not bad and not conditions.find(old_conditions, CONFLICT):
+                continue  # the first NoConflict is no news
+            await kube_events.post(
+                deps.kube,
+                regarding=regarding(push),
+                reason=str(cond.get("reason", "")),
+                note=str(cond.get("message", "")),
+                type="Warning" if bad else "Normal",
+                action="Push",
+                reporting_instance=deps.instance,
+            )
+
+
+def _differs(before: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    for key, value in status.items():
+        if key == "conditions":
+            old = {
+                c.get("type"): {k: v for k, v in c.items() if k != "lastTransitionTime"}
+                for c in before.get(key) or []
+            }
+            new = {c.get("type"): {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in value}
+            if old != new:
+                return True
+        elif key == "lastPushTime":
+            continue  # moves only with a write, which changes pushedKeys or conditions too
+        elif before.get(key) != value:
+            return True
+    return "lastPushTime" in status and "lastPushTime" not in before
+
+
+def _comparable(conds: list[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
+    """Conditions by type without their transition time (kept when nothing else changed)."""
+    return {c.get("type"): {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conds}
