@@ -65,7 +65,7 @@ def make_tenant(cp: ControlPlane, namespace: str, workdir: Path) -> Tenant:
             "rules": [
                 {
                     "apiGroups": ["secretferry.io"],
-                    "resources": ["machineidentities", "secretsyncs"],
+                    "resources": ["machineidentities", "secretsyncs", "pushsecrets"],
                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
                 }
             ],

@@ -1,0 +1,431 @@
+"""PushSecret on the real control plane and the dev server: push, update, conflicts under
+IfNotExists and Replace, deletionPolicy for a removed key and for the deleted PushSecret, the
+tenant's two exfiltration attacks replayed, and a push and a pull of one folder that settle.
+
+Writes are counted at the service (the dev server's per-route stats), never assumed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import harness
+import httpx
+import pytest
+import tenant
+from harness import IDENTITY_ID, PROJECT_ID, eventually, secret_data, source
+
+from secretferry.devcluster.cluster import ControlPlane
+from secretferry.devcluster.operator_process import OperatorProcess
+from secretferry.devserver.testing import DevServer
+
+pytestmark = pytest.mark.integration
+
+ALLOW_PUSH = "secretferry.io/allow-push"
+WRITE_ROUTES = (
+    "POST /api/v4/secrets/{secretName}",
+    "PATCH /api/v4/secrets/{secretName}",
+    "DELETE /api/v4/secrets/{secretName}",
+    "POST /api/v3/secrets/raw/{secretName}",
+    "PATCH /api/v3/secrets/raw/{secretName}",
+    "DELETE /api/v3/secrets/raw/{secretName}",
+)
+QUIET_SECONDS = 3.0  # "at rest": long enough for any echo (watch, stream, retry) to have shown
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+def remote(service: DevServer, path: str) -> dict[str, str]:
+    """The folder's own secrets as the service holds them (read with a token of the seed's admin
+    identity: not through the operator)."""
+    token = service.issue_token(IDENTITY_ID)
+    answer = httpx.get(
+        f"{service.base_url}/api/v4/secrets",
+        params={
+            "projectId": PROJECT_ID,
+            "environment": "dev",
+            "secretPath": path,
+            "viewSecretValue": "true",
+            "expandSecretReferences": "false",
+            "includeImports": "false",
+            "include_imports": "false",
+        },
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    answer.raise_for_status()
+    return {s["secretKey"]: s["secretValue"] for s in answer.json()["secrets"]}
+
+
+def writes(service: DevServer) -> dict[str, int]:
+    routes: dict[str, int] = service.stats()["routes"]
+    return {r: n for r, n in routes.items() if r in WRITE_ROUTES and n}
+
+
+def api_calls(service: DevServer) -> int:
+    routes: dict[str, int] = service.stats()["routes"]
+    return sum(n for r, n in routes.items() if " /api/" in r)
+
+
+def folder(service: DevServer, path: str) -> None:
+    """Make the folder exist (a push writes into an existing folder) with a key of its own."""
+    service.set_secret(PROJECT_ID, "dev", path, "UNRELATED", "placeholder-value-0")
+
+
+def source_secret(
+    cp: ControlPlane, namespace: str, name: str, data: dict[str, str], *, allow: str | None
+) -> None:
+    harness.VALUES.update(v for v in data.values() if len(v) >= 6)
+    cp.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "annotations": {ALLOW_PUSH: allow} if allow is not None else {},
+            },
+            "stringData": data,
+        }
+    )
+
+
+def push_manifest(namespace: str, name: str, path: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "identityRef": {"name": "ferry"},
+        "selector": {"secret": {"name": name}},
+        "destination": {"projectId": PROJECT_ID, "environment": "dev", "path": path},
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "secretferry.io/v1alpha1",
+        "kind": "PushSecret",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": body,
+    }
+
+
+def condition(cp: ControlPlane, namespace: str, name: str, type_: str = "Ready") -> dict[str, Any]:
+    obj = harness.get(cp, "pushsecret", name, namespace) or {}
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return {}
+
+
+def wait_push_reason(
+    cp: ControlPlane, namespace: str, name: str, reason: str, type_: str = "Ready"
+) -> dict[str, Any]:
+    return eventually(
+        lambda: (c := condition(cp, namespace, name, type_)) and c.get("reason") == reason and c,
+        what=f"PushSecret {namespace}/{name} {type_} reason {reason}",
+        timeout=30,
+    )
+
+
+def set_value(cp: ControlPlane, namespace: str, name: str, key: str, value: str) -> None:
+    harness.VALUES.add(value)
+    cp.kubectl(
+        "patch",
+        "secret",
+        name,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        f'{{"stringData":{{"{key}":"{value}"}}}}',
+    )
+
+
+# --- behaviour ------------------------------------------------------------------------------------
+
+
+def test_push_then_one_write_per_changed_key_and_no_calls_at_rest(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    path = f"/{namespace}"
+    folder(service, path)
+    harness.kubernetes_identity(control_plane, namespace)
+    source_secret(
+        control_plane,
+        namespace,
+        "db",
+        {"user": "app-user-1", "password": "push-password-1", "skip": "not-pushed-1"},
+        allow="db",
+    )
+    control_plane.apply(
+        push_manifest(
+            namespace,
+            "db",
+            path,
+            keys=["user", "password"],
+            rewrite=[{"transform": "Upper"}, {"addPrefix": "DB_"}],
+        )
+    )
+    wait_push_reason(control_plane, namespace, "db", "Pushed")
+    assert remote(service, path) == {
+        "UNRELATED": "placeholder-value-0",
+        "DB_USER": "app-user-1",
+        "DB_PASSWORD": "push-password-1",
+    }
+    obj = harness.get(control_plane, "pushsecret", "db", namespace) or {}
+    status = obj["status"]
+    assert status["pushedKeyCount"] == 2 and {p["key"] for p in status["pushedKeys"]} == {
+        "DB_USER",
+        "DB_PASSWORD",
+    }
+    assert status["destination"] == f"{PROJECT_ID}/dev{path}"
+
+    time.sleep(1)
+    service.reset_stats()
+    started = time.monotonic()
+    set_value(control_plane, namespace, "db", "password", "push-password-2")
+    eventually(
+        lambda: remote(service, path).get("DB_PASSWORD") == "push-password-2",
+        what="the change",
+        interval=0.05,
+    )
+    took = time.monotonic() - started
+    assert took < 1.5, f"the change took {took:.2f} s to reach the service"
+    time.sleep(QUIET_SECONDS)
+    assert writes(service) == {"PATCH /api/v4/secrets/{secretName}": 1}
+
+    # At rest: no call at all (remote() itself is the only caller; measured before and after).
+    service.reset_stats()
+    time.sleep(QUIET_SECONDS)
+    assert api_calls(service) == 0
+
+
+def test_ifnotexists_leaves_a_changed_value_and_replace_overwrites_it(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    path = f"/{namespace}"
+    folder(service, path)
+    harness.kubernetes_identity(control_plane, namespace)
+    source_secret(control_plane, namespace, "api", {"TOKEN": "ours-token-value-1"}, allow="*")
+    control_plane.apply(push_manifest(namespace, "api", path, updatePolicy="IfNotExists"))
+    wait_push_reason(control_plane, namespace, "api", "Pushed")
+    service.set_secret(PROJECT_ID, "dev", path, "TOKEN", "theirs-token-value-1")  # behind our back
+    set_value(control_plane, namespace, "api", "TOKEN", "ours-token-value-2")  # wakes the PushSecret
+    cond = wait_push_reason(control_plane, namespace, "api", "PushConflict")
+    assert cond["status"] == "False" and "TOKEN" in cond["message"]
+    assert condition(control_plane, namespace, "api", "Conflict")["status"] == "True"
+    assert remote(service, path)["TOKEN"] == "theirs-token-value-1"
+
+    control_plane.apply(push_manifest(namespace, "api", path, updatePolicy="Replace"))
+    wait_push_reason(control_plane, namespace, "api", "PushConflictReplaced", type_="Conflict")
+    wait_push_reason(control_plane, namespace, "api", "Pushed")
+    assert remote(service, path)["TOKEN"] == "ours-token-value-2"
+
+
+def test_deletion_policy_for_a_removed_key_and_the_deleted_pushsecret(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    harness.kubernetes_identity(control_plane, namespace)
+    for policy in ("Delete", "Retain"):
+        path = f"/{namespace}-{policy.lower()}"
+        folder(service, path)
+        name = f"p-{policy.lower()}"
+        source_secret(
+            control_plane, namespace, name, {"A": f"a-{policy}-value", "B": f"b-{policy}-value"}, allow=name
+        )
+        control_plane.apply(push_manifest(namespace, name, path, deletionPolicy=policy))
+        wait_push_reason(control_plane, namespace, name, "Pushed")
+        finalizers = (harness.get(control_plane, "pushsecret", name, namespace) or {})["metadata"].get(
+            "finalizers"
+        )
+        assert ("secretferry.io/push-finalizer" in (finalizers or [])) is (policy == "Delete")
+        assert {"A", "B"} <= set(remote(service, path))
+
+        control_plane.kubectl(
+            "patch",
+            "secret",
+            name,
+            "-n",
+            namespace,
+            "--type=json",
+            "-p",
+            '[{"op":"remove","path":"/data/B"}]',
+        )
+        if policy == "Delete":
+            eventually(lambda p=path: "B" not in remote(service, p), what="B deleted at the service")
+        else:
+            eventually(
+                lambda n=name: (
+                    (harness.get(control_plane, "pushsecret", n, namespace) or {})
+                    .get("status", {})
+                    .get("pushedKeyCount")
+                    == 1
+                ),
+                what="B forgotten",
+            )
+            assert "B" in remote(service, path)
+
+        control_plane.kubectl("delete", "pushsecret", name, "-n", namespace, "--wait=true", "--timeout=30s")
+        left = remote(service, path)
+        assert ("A" in left) is (policy == "Retain")
+        assert "UNRELATED" in left  # never ours
+
+
+@pytest.mark.skip(
+    reason="generatorRef needs the PasswordGenerator/UUIDGenerator CRDs of the `gen` branch; the code "
+    "follows the brief's contract (status.secretName, key password/uuid); to be enabled once both are merged"
+)
+def test_push_from_a_generator() -> None:
+    raise AssertionError("unreachable")
+
+
+# --- tenant attacks ------------------------------------------------------------------------------
+
+
+def test_tenant_cannot_push_a_secret_that_did_not_opt_in(
+    control_plane: ControlPlane,
+    operator: OperatorProcess,
+    service: DevServer,
+    namespace: str,
+    hostile: tenant.Tenant,
+) -> None:
+    path = f"/{namespace}-loot"
+    folder(service, path)
+    harness.kubernetes_identity(control_plane, namespace)
+    assert not hostile.can("get", "secrets")
+    source_secret(control_plane, namespace, "admin-db", {"password": "admin-only-password-1"}, allow=None)
+    source_secret(
+        control_plane, namespace, "other", {"password": "other-only-password-1"}, allow="someone-else"
+    )
+    service.reset_stats()
+    hostile.apply(push_manifest(namespace, "admin-db", path))
+    hostile.apply(push_manifest(namespace, "other", path))
+    hostile.apply(push_manifest(namespace, "missing", path))
+    for name in ("admin-db", "other", "missing"):
+        cond = wait_push_reason(control_plane, namespace, name, "PushSourceNotOptedIn")
+        assert "does not exist or has not opted in" in cond["message"]
+    time.sleep(QUIET_SECONDS)
+    assert writes(service) == {}
+    assert set(remote(service, path)) == {"UNRELATED"}
+
+
+def test_tenant_cannot_push_with_a_cluster_identity_outside_its_allow_list(
+    control_plane: ControlPlane,
+    operator: OperatorProcess,
+    service: DevServer,
+    namespace: str,
+    hostile: tenant.Tenant,
+) -> None:
+    allowed, outside = f"/{namespace}-allowed", f"/{namespace}-outside"
+    folder(service, allowed)
+    folder(service, outside)
+    token_secret = f"push-token-{namespace}"
+    control_plane.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": token_secret, "namespace": harness.OPERATOR_NAMESPACE},
+            "stringData": {"token": service.issue_token(IDENTITY_ID, accessTokenTTL=3600)},
+        }
+    )
+    cmid = f"pusher-{namespace}"
+    control_plane.apply(
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "ClusterMachineIdentity",
+            "metadata": {"name": cmid},
+            "spec": {
+                "auth": {
+                    "accessToken": {
+                        "secretRef": {
+                            "name": token_secret,
+                            "key": "token",
+                            "namespace": harness.OPERATOR_NAMESPACE,
+                        }
+                    }
+                },
+                "pushAllowed": [{"projectId": PROJECT_ID, "environment": "dev", "pathPrefix": allowed}],
+            },
+        }
+    )
+    try:
+        # The Secret opted in: only the allow-list can refuse.
+        source_secret(control_plane, namespace, "cert", {"tls.key": "cluster-push-value-1"}, allow="*")
+        service.reset_stats()
+        ref = {"kind": "ClusterMachineIdentity", "name": cmid}
+        hostile.apply(push_manifest(namespace, "cert", outside, identityRef=ref))
+        cond = wait_push_reason(control_plane, namespace, "cert", "PushNotAllowed")
+        assert "pushAllowed" in cond["message"]
+        time.sleep(QUIET_SECONDS)
+        assert writes(service) == {}
+        assert set(remote(service, outside)) == {"UNRELATED"}
+        # "/<ns>-allowed-x" shares the prefix's text, not its segment.
+        hostile.apply(push_manifest(namespace, "cert", allowed + "-x", identityRef=ref))
+        eventually(
+            lambda: (
+                (c := condition(control_plane, namespace, "cert")).get("observedGeneration") == 2
+                and c.get("reason") == "PushNotAllowed"
+            ),
+            what="the second destination refused",
+        )
+        # Inside the list the same PushSecret works.
+        hostile.apply(push_manifest(namespace, "cert", allowed, identityRef=ref))
+        wait_push_reason(control_plane, namespace, "cert", "Pushed")
+        assert remote(service, allowed)["tls.key"] == "cluster-push-value-1"
+    finally:
+        control_plane.kubectl("delete", "clustermachineidentity", cmid, check=False)
+
+
+# --- a push and a pull of one folder ---------------------------------------------------------------
+
+
+def test_a_push_and_a_pull_of_one_folder_settle(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    """One change in the pushed Secret: one write at the service, one write of the pulled Secret
+    (through the event stream: refreshInterval is hours), then nothing."""
+    path = f"/{namespace}-pp"
+    folder(service, path)
+    harness.kubernetes_identity(control_plane, namespace)
+    source_secret(control_plane, namespace, "shared", {"SHARED": "ping-pong-value-1"}, allow="shared")
+    control_plane.apply(push_manifest(namespace, "shared", path))
+    wait_push_reason(control_plane, namespace, "shared", "Pushed")
+    harness.secret_sync(control_plane, namespace, "pulled", sources=[source(path)], refreshInterval="3h")
+    eventually(
+        lambda: (secret_data(control_plane, namespace, "pulled") or {}).get("SHARED") == "ping-pong-value-1",
+        what="the pull",
+    )
+    eventually(
+        lambda: (
+            ((harness.get(control_plane, "secretsync", "pulled", namespace) or {}).get("status") or {}).get(
+                "updateMode"
+            )
+            == "Streaming"
+        ),
+        what="the pull to stream",
+    )
+    time.sleep(1)
+    service.reset_stats()
+    before = _target_writes(operator)
+    started = time.monotonic()
+    set_value(control_plane, namespace, "shared", "SHARED", "ping-pong-value-2")
+    eventually(
+        lambda: (secret_data(control_plane, namespace, "pulled") or {}).get("SHARED") == "ping-pong-value-2",
+        what="push → service → stream → pull",
+        interval=0.05,
+    )
+    round_trip = time.monotonic() - started
+    rv = (harness.get(control_plane, "secret", "pulled", namespace) or {})["metadata"]["resourceVersion"]
+    time.sleep(QUIET_SECONDS)
+    assert writes(service) == {"PATCH /api/v4/secrets/{secretName}": 1}
+    assert _target_writes(operator) - before == 1
+    assert (harness.get(control_plane, "secret", "pulled", namespace) or {})["metadata"][
+        "resourceVersion"
+    ] == rv
+    assert round_trip < 2.0, f"round trip {round_trip:.2f} s"
+
+
+def _target_writes(op: OperatorProcess) -> float:
+    total = 0.0
+    for line in op.metrics().splitlines():
+        if line.startswith("secretferry_target_writes_total"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
