@@ -197,7 +197,12 @@ class Controller:
             served_=self.served,
         )
         self.background.spawn(boot, "start-up")
-        # PushSecrets (reconcile/push/): their own watch and queue; few, and no backlog ordering.
+        self.background.spawn(self._start_push(), "start pushsecrets")
+
+    async def _start_push(self) -> None:
+        """PushSecrets (reconcile/push/): their own watch and queue, once the identities are read
+        (else the first passes would report IdentityNotFound)."""
+        await self.identity_intake.listed.wait()
         namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
         for ns in namespaces:
             self.background.spawn(self.push.watch(ns), f"watch pushsecrets {ns or '*'}")

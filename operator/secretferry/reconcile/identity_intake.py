@@ -66,6 +66,8 @@ class IdentityIntake:
         # Every Secret's metadata as this watch sees it (None: deleted), for PushSecrets' sources
         # (reconcile/push/intake.py): the one Secret watch serves both.
         self._on_secret = on_secret
+        self.listed = asyncio.Event()
+        """Set once ``list_all`` read every identity (PushSecrets wait for it: push/intake.py)."""
         self._settings = settings
         self._identities = identities
         self._syncs = syncs
@@ -106,6 +108,7 @@ class IdentityIntake:
                 continue  # kopf's watch will still bring them
             for body in items:
                 self._identities.upsert(kind, body)
+        self.listed.set()
 
     def check_all(self) -> list[asyncio.Task[None]]:
         """Log every known identity of a served namespace in once (start-up), each in its own task."""

@@ -123,6 +123,7 @@ class PushIntake:
                 users.discard(key)
                 if not users:
                     del self._by_source[(key[0], entry.source)]
+                    self._source_versions.pop((key[0], entry.source), None)
         entry.source = source
         if source is not None:
             self._by_source.setdefault((key[0], source), set()).add(key)
