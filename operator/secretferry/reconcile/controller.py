@@ -154,6 +154,7 @@ class Controller:
             served_namespaces=self.served,
             on_namespace_served=self._namespace_served,
             on_secret=self.push.secret_seen,
+            on_identity=self.push.identity_changed,
         )
         self.resync = resync.Resync(
             settings=settings,

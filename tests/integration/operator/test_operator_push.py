@@ -271,6 +271,29 @@ def test_deletion_policy_for_a_removed_key_and_the_deleted_pushsecret(
         assert "UNRELATED" in left  # never ours
 
 
+def test_push_by_project_slug_right_after_its_identity(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    """The identity and the PushSecret created together: the identity's arrival queues the
+    PushSecret at once (not after a backoff), and the slug is resolved like a SecretSync's."""
+    harness.kubernetes_identity(control_plane, namespace)
+    source_secret(control_plane, namespace, "slug", {"S": "slug-push-value-1"}, allow="slug")
+    path = f"/{namespace}-slug"
+    folder(service, path)
+    manifest = push_manifest(namespace, "slug", path)
+    manifest["spec"]["destination"] = {
+        "projectSlug": harness.PROJECT_SLUG,
+        "environment": "dev",
+        "path": path,
+    }
+    started = time.monotonic()
+    control_plane.apply(manifest)
+    cond = wait_push_reason(control_plane, namespace, "slug", "Pushed")
+    assert time.monotonic() - started < 5
+    assert cond["message"] == f"1 keys at {harness.PROJECT_SLUG}/dev{path}"
+    assert remote(service, path)["S"] == "slug-push-value-1"
+
+
 STAND_IN_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",

@@ -97,3 +97,20 @@ def test_a_pushsecret_in_a_namespace_not_served_is_not_ours() -> None:
     intake, queue = _intake(serves={"served"})
     intake.seen(("ns", "p"), _push())
     assert queue.queued == {} and intake.count() == 0
+
+
+def test_an_identity_event_queues_the_pushsecrets_naming_it() -> None:
+    intake, queue = _intake()
+    mine = _push("mine")
+    mine["spec"]["identityRef"] = {"name": "ferry"}
+    cluster = _push("cluster")
+    cluster["spec"]["identityRef"] = {"kind": "ClusterMachineIdentity", "name": "shared"}
+    intake.seen(("ns", "mine"), mine)
+    intake.seen(("ns", "cluster"), cluster)
+    queue.queued.clear()
+    intake.identity_changed("MachineIdentity", "other-ns", "ferry")  # same name, other namespace
+    intake.identity_changed("ClusterMachineIdentity", None, "ferry")
+    assert queue.queued == {}
+    intake.identity_changed("MachineIdentity", "ns", "ferry")
+    intake.identity_changed("ClusterMachineIdentity", None, "shared")
+    assert set(queue.queued) == {("ns", "mine"), ("ns", "cluster")}

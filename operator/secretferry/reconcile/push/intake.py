@@ -142,6 +142,17 @@ class PushIntake:
         for key in users:
             self.queue.enqueue(key)
 
+    # --- identities (from the identity intake) ---------------------------------------------
+    def identity_changed(self, kind: str, namespace: str | None, name: str) -> None:
+        """An identity appeared, changed, went, or its consent did: queue the PushSecrets naming
+        it (a scan of the kept bodies: PushSecrets are few)."""
+        for key, entry in self._entries.items():
+            ref = (entry.body.get("spec") or {}).get("identityRef") or {}
+            if ref.get("kind", "MachineIdentity") != kind or ref.get("name") != name:
+                continue
+            if kind == "ClusterMachineIdentity" or key[0] == namespace:
+                self.queue.enqueue(key)
+
     # --- the worker -------------------------------------------------------------------------
     async def _work(self, key: PushKey) -> None:
         entry = self._entries.get(key)

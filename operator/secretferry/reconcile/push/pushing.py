@@ -241,8 +241,9 @@ async def write(
 def service_problem(exc: service_errors.ServiceError, *, what: str) -> problems.Problem:
     problem = outcomes.from_service_error(exc, scope_text=what)
     if problem.reason in {reasons.SOURCE_NOT_FOUND, reasons.FORBIDDEN} and not exc.is_retriable:
-        # Of a write: the folder is missing, or the identity may not write there.
-        return problems.Problem(reasons.PUSH_FAILED, problem.message, retriable=False)
+        # Of a write: the folder is missing, or the identity may not write there. Either may be
+        # fixed at the service without an event we see: retried with backoff (up to its cap).
+        return problems.Problem(reasons.PUSH_FAILED, problem.message, retriable=True)
     return problem
 
 
