@@ -215,6 +215,10 @@ def test_ifnotexists_leaves_a_changed_value_and_replace_overwrites_it(
     assert cond["status"] == "False" and "TOKEN" in cond["message"]
     assert condition(control_plane, namespace, "api", "Conflict")["status"] == "True"
     assert remote(service, path)["TOKEN"] == "theirs-token-value-1"
+    eventually(
+        lambda: "PushConflict" in control_plane.kubectl("get", "events", "-n", namespace, "-o", "json"),
+        what="a Warning Event PushConflict",
+    )
 
     control_plane.apply(push_manifest(namespace, "api", path, updatePolicy="Replace"))
     wait_push_reason(control_plane, namespace, "api", "PushConflictReplaced", type_="Conflict")

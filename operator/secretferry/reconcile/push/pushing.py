@@ -357,13 +357,15 @@ async def report(
             bad = (type_ == READY and cond.get("status") != "True") or (
                 type_ == CONFLICT and cond.get("status") == "True"
             )
-            if type_ == CONFLICT and not bad and not conditions.find(old_conditions, CONFLICT):
-                continue  # the first NoConflict is no news
+            if not bad and not conditions.find(old_conditions, type_):
+                # A first success (or a first NoConflict) is in status only, as for SecretSyncs:
+                # 1,000 new PushSecrets do not cost 1,000 Events.
+                continue
             await kube_events.post(
                 deps.kube,
                 regarding=regarding(push),
                 reason=str(cond.get("reason", "")),
-                note=str(cond.get("message", "")),
+                note=str(cond.get("message", ""))[: problems.NOTE_MAX_CHARS],
                 type="Warning" if bad else "Normal",
                 action="Push",
                 reporting_instance=deps.instance,
