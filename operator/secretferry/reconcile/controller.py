@@ -138,6 +138,7 @@ class Controller:
                 slugs=self.slugs,
                 hmac_key=hmac_key,
                 instance=instance,
+                syncs=lambda: ((key, entry.body) for key, entry in self.syncs.items()),
             ),
             workers=settings.workers,
             backoff_initial_seconds=settings.backoff_initial_seconds,

@@ -81,3 +81,4 @@ PUSH_SOURCE_EMPTY: Final = "PushSourceEmpty"  # the selected keys are not in the
 PUSH_GENERATOR_NOT_READY: Final = "PushGeneratorNotReady"  # the generator names no Secret yet
 PUSH_NOT_ALLOWED: Final = "PushNotAllowed"  # a ClusterMachineIdentity's pushAllowed does not admit it
 PUSH_FAILED: Final = "PushFailed"  # the service refused a write (403, 404 folder, 4xx)
+PUSH_LOOP: Final = "PushLoop"  # a SecretSync writes the source Secret from the destination folder

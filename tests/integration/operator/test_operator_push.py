@@ -532,3 +532,20 @@ def _target_writes(op: OperatorProcess) -> float:
         if line.startswith("secretferry_target_writes_total"):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def test_a_push_of_the_secret_a_sync_writes_from_the_same_folder_is_refused(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    path = f"/{namespace}-loop"
+    folder(service, path)
+    harness.kubernetes_identity(control_plane, namespace)
+    harness.secret_sync(control_plane, namespace, "looped", sources=[source(path)], refreshInterval="3h")
+    eventually(lambda: secret_data(control_plane, namespace, "looped") is not None, what="the pull")
+    control_plane.kubectl("annotate", "secret", "looped", "-n", namespace, f"{ALLOW_PUSH}=looped")
+    service.reset_stats()
+    control_plane.apply(push_manifest(namespace, "looped", path))
+    cond = wait_push_reason(control_plane, namespace, "looped", "PushLoop")
+    assert f"SecretSync {namespace}/looped" in cond["message"]
+    time.sleep(QUIET_SECONDS)
+    assert writes(service) == {}

@@ -4,6 +4,7 @@ One job each::
 
     trust      who may push what where (pure): the source Secret's allow-push opt-in, a
                ClusterMachineIdentity's pushAllowed list (README, "Security model")
+    loops      a SecretSync writing the source Secret from the destination: refused (pure)
     plan       what to write for one pass (pure): per key create / update / delete / conflict,
                decided from the source, the destination's listing and the HMACs of the last push
     pushing    one pass for one PushSecret: read the source, check, list, write, report

@@ -13,7 +13,7 @@ import binascii
 import hashlib
 import hmac
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -29,8 +29,8 @@ from secretferry.models import identity as identity_models
 from secretferry.models import pushsecret as push_models
 from secretferry.reconcile import conditions, outcomes, problems, reasons
 from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile.push import loops, trust
 from secretferry.reconcile.push import plan as plan_mod
-from secretferry.reconcile.push import trust
 from secretferry.reconcile.rendering import rewrite
 from secretferry.service import auth, listroutes, models
 from secretferry.service import client as service_client
@@ -54,6 +54,8 @@ class PushDeps:
     slugs: scope_mod.SlugCache
     hmac_key: bytes
     instance: str
+    syncs: Callable[[], Iterable[tuple[tuple[str, str], Mapping[str, Any]]]] = lambda: ()
+    """The SecretSyncs' kept bodies by (namespace, name), for ``loops``."""
 
 
 @dataclass
@@ -116,6 +118,11 @@ async def source_secret_name(deps: PushDeps, push: push_models.PushSecret) -> st
 async def read_source(deps: PushDeps, push: push_models.PushSecret, secret_name: str) -> dict[str, str]:
     """The keys to push (selected, rewritten), after the opt-in check; raises ``Problem``."""
     namespace, name = push.metadata.namespace or "", push.metadata.name
+    sync = loops.pulling_into(
+        deps.syncs(), namespace=namespace, secret=secret_name, destination=push.spec.destination
+    )
+    if sync is not None:
+        raise loops.refusal(namespace=namespace, secret=secret_name, sync=sync)
     try:
         secret = await kube_objects.get(deps.kube, kind="Secret", namespace=namespace, name=secret_name)
     except kube_errors.KubeError as exc:
