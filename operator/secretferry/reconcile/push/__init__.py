@@ -7,7 +7,9 @@ One job each::
     loops      a SecretSync writing the source Secret from the destination: refused (pure)
     plan       what to write for one pass (pure): per key create / update / delete / conflict,
                decided from the source, the destination's listing and the HMACs of the last push
-    pushing    one pass for one PushSecret: read the source, check, list, write, report
+    pushing    the steps of a pass: read the source, check, list, write (passes runs them)
+    passes     one pass for one PushSecret, and its removal behind the finalizer
+    report     its status (conditions, HMACs) and Events on transitions
     intake     PushSecrets in (LIST+WATCH), the source Secrets they name (the identity intake's
                metadata-only Secret watch, filtered by name), the finalizer, the work queue
 

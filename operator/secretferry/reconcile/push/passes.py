@@ -14,7 +14,7 @@ from secretferry import metrics
 from secretferry.models import pushsecret as push_models
 from secretferry.reconcile import problems, reasons
 from secretferry.reconcile.push import plan as plan_mod
-from secretferry.reconcile.push import pushing, trust
+from secretferry.reconcile.push import pushing, report, trust
 from secretferry.service import errors as service_errors
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ async def push(deps: pushing.PushDeps, body: Mapping[str, Any]) -> pushing.Outco
         )
         metrics.PUSHES.labels(result).inc()
         log.info("PushSecret %s/%s: %s", namespace, name, problem.reason)
-        await pushing.report(
+        await report.report(
             deps,
             model,
             body,
@@ -99,7 +99,7 @@ async def push(deps: pushing.PushDeps, body: Mapping[str, Any]) -> pushing.Outco
         )
         return outcome
     metrics.PUSHES.labels("pushed" if wrote else "unchanged").inc()
-    await pushing.report(
+    await report.report(
         deps,
         model,
         body,
@@ -140,7 +140,7 @@ async def remove(deps: pushing.PushDeps, body: Mapping[str, Any]) -> pushing.Out
             raise pushing.service_problem(exc, what=trust.describe(model.spec.destination)) from None
     except problems.Problem as problem:
         log.info("PushSecret %s/%s: removal failed: %s", namespace, name, problem.reason)
-        await pushing.report(
+        await report.report(
             deps, model, body, ready=problem, records=last, conflicts=[], replaced=False, wrote=False
         )
         return pushing.Outcome(retriable=True, retry_after=problem.retry_after)
