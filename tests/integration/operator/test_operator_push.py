@@ -199,6 +199,14 @@ def test_push_then_one_write_per_changed_key_and_no_calls_at_rest(
     time.sleep(QUIET_SECONDS)
     assert api_calls(service) == 0
 
+    # Changes faster than our status patch echoes back: still ours, never a conflict.
+    for i in range(3, 6):
+        set_value(control_plane, namespace, "db", "password", f"push-password-{i}")
+    eventually(lambda: remote(service, path).get("DB_PASSWORD") == "push-password-5", what="the last change")
+    time.sleep(1)
+    assert condition(control_plane, namespace, "db", "Conflict").get("status") == "False"
+    assert condition(control_plane, namespace, "db")["reason"] == "Pushed"
+
 
 def test_ifnotexists_leaves_a_changed_value_and_replace_overwrites_it(
     control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from secretferry.kube import client as kube_client
@@ -32,7 +32,8 @@ from secretferry.kube import status as kube_status
 from secretferry.models import base as models_base
 from secretferry.models import pushsecret as push_models
 from secretferry.reconcile import scheduler
-from secretferry.reconcile.push import passes, pushing
+from secretferry.reconcile.push import passes, pushing, trust
+from secretferry.reconcile.push import plan as plan_mod
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,11 @@ class _Entry:
     source: str | None = None
     """The Secret the last pass read (named, or a generator's), for ``_by_source``."""
     failures: int = 0
-    seen_source_versions: dict[str, str] = field(default_factory=dict)
+    records: dict[str, plan_mod.Record] | None = None
+    """What the last pass left at the service as ours (status.pushedKeys may not have echoed back
+    yet when the next change comes); None until a pass listed the destination."""
+    records_for: str | None = None
+    """The destination ``records`` describe: after the spec changes it they are not used."""
 
 
 class PushIntake:
@@ -183,7 +188,11 @@ class PushIntake:
             if not await self._set_finalizers(key, body, wanted):
                 return  # the patched object comes back through the watch and is queued again
         entry.handled_generation = meta.get("generation")
-        outcome = await passes.push(self._deps, body)
+        destination = trust.describe(model.spec.destination)
+        last = entry.records if entry.records_for == destination else None
+        outcome = await passes.push(self._deps, body, last=last)
+        if outcome.records is not None:
+            entry.records, entry.records_for = outcome.records, destination
         if outcome.source_secret is not None:
             self._index(key, entry, outcome.source_secret)
         if outcome.retriable:

@@ -25,11 +25,22 @@ _IDENTITY_REASONS = frozenset(
 )
 
 
-async def push(deps: pushing.PushDeps, body: Mapping[str, Any]) -> pushing.Outcome:
+async def push(
+    deps: pushing.PushDeps,
+    body: Mapping[str, Any],
+    *,
+    last: Mapping[str, plan_mod.Record] | None = None,
+) -> pushing.Outcome:
+    """One pass. ``last``: the records the previous pass left (the intake keeps them), which the
+    body's status may not show yet when the source changes again before our status patch echoes
+    back; without them (after a restart) they come from status.pushedKeys."""
     model = push_models.PushSecret.from_body(body)
     namespace, name = model.metadata.namespace or "", model.metadata.name
     outcome = pushing.Outcome()
-    last = pushing.records_of(model.status)
+    if last is None:
+        # Records of another destination (the spec changed it) say nothing about this one.
+        same = model.status.destination in (None, trust.describe(model.spec.destination))
+        last = pushing.records_of(model.status) if same else {}
     conflicts: list[str] = []
     records: dict[str, plan_mod.Record] | None = None
     wrote = False
@@ -86,6 +97,7 @@ async def push(deps: pushing.PushDeps, body: Mapping[str, Any]) -> pushing.Outco
             else ("failed" if problem.retriable or problem.reason == reasons.PUSH_FAILED else "refused")
         )
         metrics.PUSHES.labels(result).inc()
+        outcome.records = records
         log.info("PushSecret %s/%s: %s", namespace, name, problem.reason)
         await report.report(
             deps,
@@ -99,6 +111,7 @@ async def push(deps: pushing.PushDeps, body: Mapping[str, Any]) -> pushing.Outco
         )
         return outcome
     metrics.PUSHES.labels("pushed" if wrote else "unchanged").inc()
+    outcome.records = records
     await report.report(
         deps,
         model,

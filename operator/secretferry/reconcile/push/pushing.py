@@ -60,6 +60,9 @@ class Outcome:
     source_secret: str | None = None
     retry_after: float | None = None
     retriable: bool = False
+    records: dict[str, plan_mod.Record] | None = None
+    """What is at the service as ours after this pass (None: unknown, the pass stopped before
+    listing): the next pass starts from it."""
 
 
 def digest_for(hmac_key: bytes, namespace: str, name: str) -> plan_mod.Digest:
