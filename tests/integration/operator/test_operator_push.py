@@ -306,6 +306,28 @@ def test_push_by_project_slug_right_after_its_identity(
     assert remote(service, path)["S"] == "slug-push-value-1"
 
 
+def test_refresh_interval_repairs_a_value_changed_at_the_service(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    """With spec.refreshInterval the destination is compared again on a timer (one list), and a
+    value changed there is put back under Replace, without any change of the source."""
+    path = f"/{namespace}-refresh"
+    folder(service, path)
+    harness.kubernetes_identity(control_plane, namespace)
+    source_secret(control_plane, namespace, "fresh", {"F": "refresh-ours-1"}, allow="fresh")
+    control_plane.apply(push_manifest(namespace, "fresh", path, refreshInterval="2s"))
+    wait_push_reason(control_plane, namespace, "fresh", "Pushed")
+    service.set_secret(PROJECT_ID, "dev", path, "F", "refresh-theirs-1")
+    eventually(lambda: remote(service, path).get("F") == "refresh-ours-1", what="the repair", timeout=15)
+    # The Conflict condition says so until the next pass (2 s later) finds nothing; the Event stays.
+    eventually(
+        lambda: (
+            "PushConflictReplaced" in control_plane.kubectl("get", "events", "-n", namespace, "-o", "json")
+        ),
+        what="a Warning Event PushConflictReplaced",
+    )
+
+
 STAND_IN_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
