@@ -8,19 +8,20 @@ run``). Two parts:
    namespace ``pull-b`` has a SecretSync pulling ``/rt`` (refreshInterval 1h: only the event
    stream can bring a change). ``--changes`` times (50): change the Secret, wait until the pulled
    Secret shows the value (its watch, here), one change at a time. p50/p99 of that delay.
-2. **Scale.** ``--pushes`` PushSecrets (1,000), each pushing its own Secret's one key into the
+2. **Scale.** ``--pushes`` PushSecrets (200; the README's figures: 1,000), each pushing its own Secret's one key into the
    folder ``/scale``, spread over 10 namespaces. Once all are Ready: ``--scale-changes`` (20)
    Secrets changed; writes at the service per change (the dev server's route counters: POST/PATCH
-   /api/v4/secrets/{secretName}). Then ``--rest`` seconds (30) with nothing changed: every call to
-   the service's API in that window (expected 0: no periodic re-push without refreshInterval).
+   /api/v4/secrets/{secretName}). Then ``--rest`` seconds (10; the README's: 30) with nothing
+   changed: every call to the service's API in that window (expected 0: no periodic re-push
+   without refreshInterval).
 
 Clocks: ``time.monotonic()`` in this process. Round trip: from just before the PATCH of the
 pushed Secret is sent to the apiserver until the benchmark's watch of ``pull-b`` delivers the
 pulled Secret with the new value. Scale: from the first create until the dev server has counted
 one write per PushSecret.
 
-Run: ``.venv/bin/python bench/bench_push.py [--changes 50 --pushes 1000 --rest 30]`` (about two
-minutes at the defaults on 2 cores).
+Run: ``.venv/bin/python bench/bench_push.py [--changes 50 --pushes 1000 --rest 30]`` (the
+README's sizes, about two minutes on 2 cores; ``make bench`` runs the smaller defaults).
 """
 
 from __future__ import annotations
@@ -238,11 +239,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--changes", type=int, default=50, help="round-trip changes (50)")
-    parser.add_argument("--pushes", type=int, default=1000, help="PushSecrets in the scale part (1000)")
+    parser.add_argument("--pushes", type=int, default=200, help="PushSecrets in the scale part (200)")
     parser.add_argument(
         "--scale-changes", type=int, default=20, help="Secrets changed in the scale part (20)"
     )
-    parser.add_argument("--rest", type=float, default=30.0, help="seconds at rest (30)")
+    parser.add_argument("--rest", type=float, default=10.0, help="seconds at rest (10)")
     add_control_plane_option(parser)
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
