@@ -10,10 +10,10 @@ run``). Two parts:
    Secret shows the value (its watch, here), one change at a time. p50/p99 of that delay.
 2. **Scale.** ``--pushes`` PushSecrets (200; the README's figures: 1,000), each pushing its own
    Secret's one key into the folder ``/scale``, spread over 10 namespaces. Once all are Ready:
-   ``--scale-changes`` (20) Secrets changed; writes at the service per change (the dev server's route counters: POST/PATCH
-   /api/v4/secrets/{secretName}). Then ``--rest`` seconds (10; the README's: 30) with nothing
-   changed: every call to the service's API in that window (expected 0: no periodic re-push
-   without refreshInterval).
+   ``--scale-changes`` (20) Secrets changed; writes at the service per change (the dev server's
+   route counters: POST/PATCH /api/v4/secrets/{secretName}). Then ``--rest`` seconds (10; the
+   README's: 30) with nothing changed: every call to the service's API in that window (expected
+   0: no periodic re-push without refreshInterval).
 
 Clocks: ``time.monotonic()`` in this process. Round trip: from just before the PATCH of the
 pushed Secret is sent to the apiserver until the benchmark's watch of ``pull-b`` delivers the
