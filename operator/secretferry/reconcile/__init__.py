@@ -43,6 +43,8 @@ What the pass decides with, and keeps::
     template_trust   who may make the operator compute over values (templates' opt-in)
     rendering/       key rewriting, value decoding (binary values) and template rendering:
                      in child processes, isolated and fair (its own package; rendering/__init__.py)
+    push/            PushSecret: Kubernetes Secrets written to the service; its own intake, queue
+                     and pass, fed by the identity intake's Secret watch (push/__init__.py)
 
 Where does a change go::
 
