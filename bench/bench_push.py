@@ -60,7 +60,10 @@ def secret_body(namespace: str, name: str, data: dict[str, str]) -> dict[str, An
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "annotations": {"secretferry.io/allow-push": name},
+            "annotations": {
+                "secretferry.io/allow-push": name,
+                "secretferry.io/allow-push-to": f"{PROJECT_ID}/dev/",
+            },
         },
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }

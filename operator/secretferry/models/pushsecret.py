@@ -31,8 +31,9 @@ _ONE_PROJECT = base.cel(
 
 
 class SecretSelector(base.CRModel):
-    """A Secret in the PushSecret's own namespace. It must carry the annotation
-    ``secretferry.io/allow-push`` naming this PushSecret (or ``*``)."""
+    """A Secret in the PushSecret's own namespace. It must carry the annotations
+    ``secretferry.io/allow-push`` naming this PushSecret (or ``*``) and
+    ``secretferry.io/allow-push-to`` listing the destination (``<project>/<env>/<path prefix>``)."""
 
     name: str = Field(pattern=base.DNS_SUBDOMAIN_PATTERN, max_length=base.DNS_SUBDOMAIN_MAX)
     """Name of the Secret, e.g. ``db-admin``."""
@@ -40,7 +41,8 @@ class SecretSelector(base.CRModel):
 
 class GeneratorRef(base.CRModel):
     """A generator in the PushSecret's own namespace; its Secret (``status.secretName``) is pushed,
-    and must carry ``secretferry.io/allow-push`` like any other source Secret."""
+    and must carry ``secretferry.io/allow-push`` and ``allow-push-to`` like any other source
+    Secret."""
 
     kind: GeneratorKind
     """``PasswordGenerator`` (key ``password``) or ``UUIDGenerator`` (key ``uuid``)."""

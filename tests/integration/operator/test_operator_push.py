@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[3]
 ALLOW_PUSH = "secretferry.io/allow-push"
+ALLOW_PUSH_TO = "secretferry.io/allow-push-to"
 WRITE_ROUTES = (
     "POST /api/v4/secrets/{secretName}",
     "PATCH /api/v4/secrets/{secretName}",
@@ -76,19 +77,31 @@ def folder(service: DevServer, path: str) -> None:
     service.set_secret(PROJECT_ID, "dev", path, "UNRELATED", "placeholder-value-0")
 
 
+def place(path: str, project: str = PROJECT_ID) -> str:
+    """An ``allow-push-to`` entry: ``<project>/dev<path>``."""
+    return f"{project}/dev{path}"
+
+
 def source_secret(
-    cp: ControlPlane, namespace: str, name: str, data: dict[str, str], *, allow: str | None
+    cp: ControlPlane,
+    namespace: str,
+    name: str,
+    data: dict[str, str],
+    *,
+    allow: str | None,
+    to: str | None = None,
 ) -> None:
+    """A Secret the admin creates, opted in to PushSecrets ``allow`` (names or ``*``) for the
+    places ``to`` (``allow-push-to``)."""
     harness.VALUES.update(v for v in data.values() if len(v) >= 6)
+    annotations = {ALLOW_PUSH: allow} if allow is not None else {}
+    if to is not None:
+        annotations[ALLOW_PUSH_TO] = to
     cp.apply(
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "annotations": {ALLOW_PUSH: allow} if allow is not None else {},
-            },
+            "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
             "stringData": data,
         }
     )
@@ -156,6 +169,7 @@ def test_push_then_one_write_per_changed_key_and_no_calls_at_rest(
         "db",
         {"user": "app-user-1", "password": "push-password-1", "skip": "not-pushed-1"},
         allow="db",
+        to=place(path),
     )
     control_plane.apply(
         push_manifest(
@@ -214,7 +228,7 @@ def test_ifnotexists_leaves_a_changed_value_and_replace_overwrites_it(
     path = f"/{namespace}"
     folder(service, path)
     harness.kubernetes_identity(control_plane, namespace)
-    source_secret(control_plane, namespace, "api", {"TOKEN": "ours-token-value-1"}, allow="*")
+    source_secret(control_plane, namespace, "api", {"TOKEN": "ours-token-value-1"}, allow="*", to=place(path))
     control_plane.apply(push_manifest(namespace, "api", path, updatePolicy="IfNotExists"))
     wait_push_reason(control_plane, namespace, "api", "Pushed")
     service.set_secret(PROJECT_ID, "dev", path, "TOKEN", "theirs-token-value-1")  # behind our back
@@ -243,7 +257,12 @@ def test_deletion_policy_for_a_removed_key_and_the_deleted_pushsecret(
         folder(service, path)
         name = f"p-{policy.lower()}"
         source_secret(
-            control_plane, namespace, name, {"A": f"a-{policy}-value", "B": f"b-{policy}-value"}, allow=name
+            control_plane,
+            namespace,
+            name,
+            {"A": f"a-{policy}-value", "B": f"b-{policy}-value"},
+            allow=name,
+            to=place(path),
         )
         control_plane.apply(push_manifest(namespace, name, path, deletionPolicy=policy))
         wait_push_reason(control_plane, namespace, name, "Pushed")
@@ -289,7 +308,14 @@ def test_push_by_project_slug_right_after_its_identity(
     """The identity and the PushSecret created together: the identity's arrival queues the
     PushSecret at once (not after a backoff), and the slug is resolved like a SecretSync's."""
     harness.kubernetes_identity(control_plane, namespace)
-    source_secret(control_plane, namespace, "slug", {"S": "slug-push-value-1"}, allow="slug")
+    source_secret(
+        control_plane,
+        namespace,
+        "slug",
+        {"S": "slug-push-value-1"},
+        allow="slug",
+        to=place(f"/{namespace}-slug", harness.PROJECT_SLUG),
+    )
     path = f"/{namespace}-slug"
     folder(service, path)
     manifest = push_manifest(namespace, "slug", path)
@@ -314,7 +340,7 @@ def test_refresh_interval_repairs_a_value_changed_at_the_service(
     path = f"/{namespace}-refresh"
     folder(service, path)
     harness.kubernetes_identity(control_plane, namespace)
-    source_secret(control_plane, namespace, "fresh", {"F": "refresh-ours-1"}, allow="fresh")
+    source_secret(control_plane, namespace, "fresh", {"F": "refresh-ours-1"}, allow="fresh", to=place(path))
     control_plane.apply(push_manifest(namespace, "fresh", path, refreshInterval="2s"))
     wait_push_reason(control_plane, namespace, "fresh", "Pushed")
     service.set_secret(PROJECT_ID, "dev", path, "F", "refresh-theirs-1")
@@ -404,7 +430,15 @@ def test_push_from_a_generator(
     )
     # Not opted in yet: refused like any Secret; then its owner opts in.
     wait_push_reason(control_plane, namespace, "gen-push", "PushSourceNotOptedIn")
-    control_plane.kubectl("annotate", "secret", secret_name, "-n", namespace, f"{ALLOW_PUSH}=gen-push")
+    control_plane.kubectl(
+        "annotate",
+        "secret",
+        secret_name,
+        "-n",
+        namespace,
+        f"{ALLOW_PUSH}=gen-push",
+        f"{ALLOW_PUSH_TO}={place(path)}",
+    )
     wait_push_reason(control_plane, namespace, "gen-push", "Pushed")
     value = (secret_data(control_plane, namespace, secret_name) or {})["password"]
     assert remote(service, path)["password"] == value
@@ -426,7 +460,12 @@ def test_tenant_cannot_push_a_secret_that_did_not_opt_in(
     assert not hostile.can("get", "secrets")
     source_secret(control_plane, namespace, "admin-db", {"password": "admin-only-password-1"}, allow=None)
     source_secret(
-        control_plane, namespace, "other", {"password": "other-only-password-1"}, allow="someone-else"
+        control_plane,
+        namespace,
+        "other",
+        {"password": "other-only-password-1"},
+        allow="someone-else",
+        to=place(path),
     )
     service.reset_stats()
     hostile.apply(push_manifest(namespace, "admin-db", path))
@@ -438,6 +477,47 @@ def test_tenant_cannot_push_a_secret_that_did_not_opt_in(
     time.sleep(QUIET_SECONDS)
     assert writes(service) == {}
     assert set(remote(service, path)) == {"UNRELATED"}
+
+
+def test_tenant_cannot_retarget_a_pushsecret_the_secret_opted_in_to(
+    control_plane: ControlPlane,
+    operator: OperatorProcess,
+    service: DevServer,
+    namespace: str,
+    hostile: tenant.Tenant,
+) -> None:
+    """The Secret's owner opted in to PushSecret ``publish`` writing to ``/<ns>-approved``. The tenant
+    may edit that PushSecret: pointed at a folder they can read, it is refused; nothing is sent."""
+    approved, loot = f"/{namespace}-approved", f"/{namespace}-tenant-readable"
+    folder(service, approved)
+    folder(service, loot)
+    harness.kubernetes_identity(control_plane, namespace)
+    source_secret(
+        control_plane,
+        namespace,
+        "publish",
+        {"key": "approved-only-value-1"},
+        allow="publish",
+        to=place(approved),
+    )
+    control_plane.apply(push_manifest(namespace, "publish", approved))
+    wait_push_reason(control_plane, namespace, "publish", "Pushed")
+    service.reset_stats()
+    hostile.apply(push_manifest(namespace, "publish", loot))
+    cond = wait_push_reason(control_plane, namespace, "publish", "PushSourceNotOptedIn")
+    assert "allow-push-to" in cond["message"]
+    # "/<ns>-approved-x" shares the approved prefix's text, not its segment.
+    hostile.apply(push_manifest(namespace, "publish", approved + "-x"))
+    eventually(
+        lambda: (
+            (c := condition(control_plane, namespace, "publish")).get("observedGeneration") == 3
+            and c.get("reason") == "PushSourceNotOptedIn"
+        ),
+        what="the second retarget refused",
+    )
+    time.sleep(QUIET_SECONDS)
+    assert writes(service) == {}
+    assert set(remote(service, loot)) == {"UNRELATED"}
 
 
 def test_tenant_cannot_push_with_a_cluster_identity_outside_its_allow_list(
@@ -481,7 +561,14 @@ def test_tenant_cannot_push_with_a_cluster_identity_outside_its_allow_list(
     )
     try:
         # The Secret opted in: only the allow-list can refuse.
-        source_secret(control_plane, namespace, "cert", {"tls.key": "cluster-push-value-1"}, allow="*")
+        source_secret(
+            control_plane,
+            namespace,
+            "cert",
+            {"tls.key": "cluster-push-value-1"},
+            allow="*",
+            to=place(allowed),
+        )
         service.reset_stats()
         ref = {"kind": "ClusterMachineIdentity", "name": cmid}
         hostile.apply(push_manifest(namespace, "cert", outside, identityRef=ref))
@@ -518,7 +605,9 @@ def test_a_push_and_a_pull_of_one_folder_settle(
     path = f"/{namespace}-pp"
     folder(service, path)
     harness.kubernetes_identity(control_plane, namespace)
-    source_secret(control_plane, namespace, "shared", {"SHARED": "ping-pong-value-1"}, allow="shared")
+    source_secret(
+        control_plane, namespace, "shared", {"SHARED": "ping-pong-value-1"}, allow="shared", to=place(path)
+    )
     control_plane.apply(push_manifest(namespace, "shared", path))
     wait_push_reason(control_plane, namespace, "shared", "Pushed")
     harness.secret_sync(control_plane, namespace, "pulled", sources=[source(path)], refreshInterval="3h")
@@ -572,7 +661,15 @@ def test_a_push_of_the_secret_a_sync_writes_from_the_same_folder_is_refused(
     harness.kubernetes_identity(control_plane, namespace)
     harness.secret_sync(control_plane, namespace, "looped", sources=[source(path)], refreshInterval="3h")
     eventually(lambda: secret_data(control_plane, namespace, "looped") is not None, what="the pull")
-    control_plane.kubectl("annotate", "secret", "looped", "-n", namespace, f"{ALLOW_PUSH}=looped")
+    control_plane.kubectl(
+        "annotate",
+        "secret",
+        "looped",
+        "-n",
+        namespace,
+        f"{ALLOW_PUSH}=looped",
+        f"{ALLOW_PUSH_TO}={place(path)}",
+    )
     service.reset_stats()
     control_plane.apply(push_manifest(namespace, "looped", path))
     cond = wait_push_reason(control_plane, namespace, "looped", "PushLoop")

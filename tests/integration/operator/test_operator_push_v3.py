@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import harness
 import pytest
 from harness import PROJECT_ID, eventually
-from test_operator_push import push_manifest, source_secret, wait_push_reason
+from test_operator_push import place, push_manifest, source_secret, wait_push_reason
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devserver.testing import DevServer, run_dev_server
@@ -53,7 +53,7 @@ def test_a_push_to_a_server_without_v4_goes_through_v3_raw(
         path = f"/{namespace}"
         old_service.set_secret(PROJECT_ID, "dev", path, "UNRELATED", "placeholder-v3-0")
         harness.kubernetes_identity(control_plane, namespace)
-        source_secret(control_plane, namespace, "old", {"A": "v3-push-value-1"}, allow="old")
+        source_secret(control_plane, namespace, "old", {"A": "v3-push-value-1"}, allow="old", to=place(path))
         old_service.reset_stats()
         control_plane.apply(push_manifest(namespace, "old", path))
         wait_push_reason(control_plane, namespace, "old", "Pushed")

@@ -14,9 +14,38 @@ from secretferry.reconcile.push import trust
     ("annotation", "allowed"),
     [(None, False), ("", False), ("other", False), ("push", True), ("a, push ,b", True), ("*", True)],
 )
-def test_the_source_must_opt_in(annotation: str | None, allowed: bool) -> None:
-    annotations = {} if annotation is None else {trust.ALLOW_PUSH_ANNOTATION: annotation}
-    assert trust.opted_in(annotations, "push") is allowed
+def test_the_source_must_opt_in_by_name(annotation: str | None, allowed: bool) -> None:
+    annotations = {trust.ALLOW_PUSH_TO_ANNOTATION: "p1/prod/"}
+    if annotation is not None:
+        annotations[trust.ALLOW_PUSH_ANNOTATION] = annotation
+    assert trust.opted_in(annotations, "push", dest("/x")) is allowed
+
+
+@pytest.mark.parametrize(
+    ("places", "path", "allowed"),
+    [
+        (None, "/x", False),  # a name alone is not enough: the place is the owner's to choose
+        ("p1/prod/", "/any/where", True),
+        ("p1/prod", "/any/where", True),
+        ("p1/prod/shared", "/shared/db", True),
+        ("p1/prod/shared", "/shared-other", False),
+        ("p1/dev/shared", "/shared", False),
+        ("p2/prod/", "/shared", False),
+        ("junk, p1/prod/shared", "/shared", True),
+        ("/prod/shared", "/shared", False),
+    ],
+)
+def test_the_source_must_opt_in_to_the_place(places: str | None, path: str, allowed: bool) -> None:
+    annotations = {trust.ALLOW_PUSH_ANNOTATION: "*"}
+    if places is not None:
+        annotations[trust.ALLOW_PUSH_TO_ANNOTATION] = places
+    assert trust.opted_in(annotations, "push", dest(path)) is allowed
+
+
+def test_a_place_names_the_project_as_the_pushsecret_does() -> None:
+    annotations = {trust.ALLOW_PUSH_ANNOTATION: "*", trust.ALLOW_PUSH_TO_ANNOTATION: "shop/prod/"}
+    assert trust.opted_in(annotations, "push", dest("/", slug="shop"))
+    assert not trust.opted_in(annotations, "push", dest("/", project_id="p1"))
 
 
 def test_the_refusal_does_not_say_whether_the_secret_exists() -> None:

@@ -126,7 +126,7 @@ async def read_source(deps: PushDeps, push: push_models.PushSecret, secret_name:
     except kube_errors.KubeError as exc:
         raise outcomes.from_kube_error(exc, what=f"reading Secret {namespace}/{secret_name}") from None
     annotations = ((secret or {}).get("metadata") or {}).get("annotations") or {}
-    if secret is None or not trust.opted_in(annotations, name):
+    if secret is None or not trust.opted_in(annotations, name, push.spec.destination):
         raise trust.not_opted_in(namespace=namespace, secret=secret_name, push_name=name)
     data: Mapping[str, str] = secret.get("data") or {}
     wanted = push.spec.keys or sorted(data)
