@@ -19,6 +19,7 @@ SCRIPTS = sorted((ROOT / "bench").glob("bench_*.py"))
 # The ones that start a control plane, so they take --control-plane (bench_devserver runs the dev
 # server alone).
 WITH_CONTROL_PLANE = {
+    "bench_cluster_secretsync.py",
     "bench_node.py",
     "bench_operator_scale.py",
     "bench_refresh_policy.py",

@@ -23,6 +23,9 @@ CRD_NAMES = [
     "secretsyncs.secretferry.io",
     "machineidentities.secretferry.io",
     "clustermachineidentities.secretferry.io",
+    "clustersecretsyncs.secretferry.io",
+    "passwordgenerators.secretferry.io",
+    "uuidgenerators.secretferry.io",
     "pushsecrets.secretferry.io",
 ]
 COMMANDS = ["run", "crds", "dev-server", "settings-reference"]

@@ -60,6 +60,7 @@ class IdentityIntake:
         status: identity_status.IdentityStatus,
         served_namespaces: served.ServedNamespaces | None = None,
         on_namespace_served: Callable[[str, bool], None] | None = None,
+        on_namespace: Callable[[str | None], None] = lambda name: None,
         on_secret: Callable[[str, str, Mapping[str, Any] | None], None] | None = None,
         on_identity: Callable[[str, str | None, str], None] | None = None,
     ) -> None:
@@ -79,6 +80,9 @@ class IdentityIntake:
         self._status = status
         self._served = served_namespaces or served.ServedNamespaces(None)
         self._on_namespace_served = on_namespace_served
+        self._on_namespace = on_namespace
+        """Told of each namespace created, changed or deleted, and (None) of each complete listing:
+        the ClusterSecretSyncs' selections follow (cluster_syncs.py)."""
         self.leading = False
 
     def take_over(self) -> None:
@@ -180,11 +184,13 @@ class IdentityIntake:
             for gone in self._served.listing_done(seen):
                 self._served_changed(gone, False)
             seen.clear()
+            self._on_namespace(None)
             return
         name = str((event.object.get("metadata") or {}).get("name", ""))
         if event.type == "DELETED":
             self._identities.namespaces.gone(name)
             self._served_changed(name, self._served.gone(name))
+            self._on_namespace(name)
             return
         seen.add(name)
         labels = kube_namespaces.labels_of(event.object)
@@ -193,6 +199,7 @@ class IdentityIntake:
                 [k for k, e in self._syncs.items() if k[0] == name and _identity_kind(e) == ident_mod.CLUSTER]
             )
         self._served_changed(name, self._served.observe(name, labels))
+        self._on_namespace(name)
 
     def _served_changed(self, namespace: str, serve: bool | None) -> None:
         if serve is None:

@@ -13,6 +13,9 @@ READY: Final = "Ready"
 
 # Ready=True.
 SYNCED: Final = "Synced"  # SecretSync: target written (or already up to date)
+NAMESPACES_FAILED: Final = "NamespacesFailed"  # ClusterSecretSync: some selected namespaces fail
+PROGRESSING: Final = "Progressing"  # ClusterSecretSync: some selected namespaces are not synced yet
+NO_NAMESPACES_SELECTED: Final = "NoNamespacesSelected"  # ClusterSecretSync: the selection is empty
 LOGGED_IN: Final = "LoggedIn"  # (Cluster)MachineIdentity: login works
 
 # Ready=False: the spec or its references.
@@ -69,6 +72,15 @@ POLLING: Final = "Polling"
 ON_CHANGE: Final = "OnChange"
 CREATED_ONCE: Final = "CreatedOnce"
 INSTANT_UPDATES_DISABLED: Final = "InstantUpdatesDisabled"
+
+# --- PasswordGenerator / UUIDGenerator (reconcile/generators/) ---
+# Ready=True.
+GENERATED: Final = "Generated"  # the generator's Secret holds a value generated under the current spec
+# The rules changed since the value was generated; kept until the regenerate annotation asks.
+SPEC_CHANGED_SINCE_GENERATED: Final = "SpecChangedSinceGenerated"
+# Ready=False: a SecretSync's generatorRef source.
+GENERATOR_NOT_FOUND: Final = "GeneratorNotFound"  # no such generator in the SecretSync's namespace
+GENERATOR_NOT_READY: Final = "GeneratorNotReady"  # it has no value in a Secret it owns (yet)
 
 # PushSecret (reconcile/push/): Ready=True.
 PUSHED: Final = "Pushed"  # every key is at the service as pushed

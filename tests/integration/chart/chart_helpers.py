@@ -35,9 +35,16 @@ NAMESPACED_RULES = {
     },
     ("secretferry.io", "secretsyncs/status", "patch"),
     ("secretferry.io", "machineidentities/status", "patch"),
+    # PasswordGenerators and UUIDGenerators: our own watch, the get of a SecretSync's generatorRef.
+    *{
+        ("secretferry.io", kind, verb)
+        for kind in ("passwordgenerators", "uuidgenerators")
+        for verb in ("get", "list", "watch")
+    },
+    ("secretferry.io", "passwordgenerators/status", "patch"),
+    ("secretferry.io", "uuidgenerators/status", "patch"),
     *{("secretferry.io", "pushsecrets", verb) for verb in ("list", "watch", "patch")},
     ("secretferry.io", "pushsecrets/status", "patch"),
-    *{("secretferry.io", kind, "get") for kind in ("passwordgenerators", "uuidgenerators")},
     *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
     *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
     ("events.k8s.io", "events", "create"),
@@ -56,6 +63,9 @@ CLUSTER_RULES = {
     ("secretferry.io", "clustermachineidentities", "list"),
     ("secretferry.io", "clustermachineidentities", "watch"),
     ("secretferry.io", "clustermachineidentities/status", "patch"),
+    ("secretferry.io", "clustersecretsyncs", "list"),
+    ("secretferry.io", "clustersecretsyncs", "watch"),
+    ("secretferry.io", "clustersecretsyncs/status", "patch"),
     # get, and a metadata-only watch of labels (allowedNamespaces selectors), in both modes.
     *{("", "namespaces", verb) for verb in ("get", "list", "watch")},
     ("apiextensions.k8s.io", "customresourcedefinitions", "list"),

@@ -252,7 +252,14 @@ def assert_no_values_leaked(cp: ControlPlane, op: OperatorProcess) -> None:
         "operator log": op.log_text(),
         "events": _kubectl_all(cp, "events.events.k8s.io", "events"),
         "custom resources": _kubectl_all(
-            cp, "secretsyncs", "machineidentities", "clustermachineidentities", "pushsecrets"
+            cp,
+            "secretsyncs",
+            "machineidentities",
+            "clustermachineidentities",
+            "passwordgenerators",
+            "uuidgenerators",
+            "clustersecretsyncs",
+            "pushsecrets",
         ),
     }
     values = sorted(v for v in VALUES if len(v) >= 6)  # short values would match unrelated text
