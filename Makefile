@@ -113,6 +113,7 @@ bench-full: setup control-plane node-deps
 	$(BIN)/python bench/bench_outage.py --mode stop
 	$(BIN)/python bench/bench_devserver.py
 	$(BIN)/python bench/bench_ratelimit.py --sizes 1000,10000 --scopes 10,100
+	$(BIN)/python bench/bench_push.py --pushes 1000 --rest 30
 
 clean:
 	rm -rf $(VENV) $(DEVCLUSTER_DIR) .mypy_cache .ruff_cache .pytest_cache

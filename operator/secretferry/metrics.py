@@ -239,3 +239,13 @@ LEASE_OPERATIONS = Counter(
     "Lease calls by operation (acquire, renew, revoke) and result (success, refused, or the error class).",
     ["operation", "result"],
 )
+
+# PushSecret (reconcile/push/).
+PUSHES = Counter(
+    "secretferry_pushes_total",
+    "PushSecret passes by result: pushed (wrote), unchanged, conflict, refused, failed.",
+    ["result"],
+)
+PUSH_WRITES = Counter(
+    "secretferry_push_writes_total", "Writes to the service by PushSecrets, by operation.", ["operation"]
+)

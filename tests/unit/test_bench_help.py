@@ -25,6 +25,7 @@ WITH_CONTROL_PLANE = {
     "bench_operator_scale.py",
     "bench_refresh_policy.py",
     "bench_outage.py",
+    "bench_push.py",
     "bench_ratelimit.py",
     "bench_streams.py",
     "bench_template_bomb.py",

@@ -27,6 +27,7 @@ CRD_NAMES = [
     "passwordgenerators.secretferry.io",
     "uuidgenerators.secretferry.io",
     "dynamicsecretleases.secretferry.io",
+    "pushsecrets.secretferry.io",
 ]
 COMMANDS = ["run", "crds", "dev-server", "settings-reference"]
 

@@ -72,6 +72,7 @@ def test_every_kind_is_read() -> None:
         "UUIDGenerator",
         "ClusterSecretSync",
         "DynamicSecretLease",
+        "PushSecret",
     }
 
 

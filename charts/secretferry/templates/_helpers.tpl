@@ -130,6 +130,14 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["secretferry.io"]
   resources: ["dynamicsecretleases/status"]
   verbs: ["patch"]
+# PushSecrets: our own LIST+WATCH; patch for metadata.finalizers only (deletionPolicy Delete),
+# never the spec; their status like the others. (Generators: get, above, for status.secretName.)
+- apiGroups: ["secretferry.io"]
+  resources: ["pushsecrets"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["pushsecrets/status"]
+  verbs: ["patch"]
 # Secrets: watched by label (the managed ones; RBAC cannot narrow a list by label), read one by one
 # (credential references, Merge targets), created, server-side applied (patch), and deleted only
 # to replace one of ours whose type must change (a Secret's type is immutable; uid precondition).

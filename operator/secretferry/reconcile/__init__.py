@@ -51,6 +51,8 @@ What the pass decides with, and keeps::
     generators/      PasswordGenerator and UUIDGenerator: generate once into an owned Secret,
                      regenerate on request; their own watches and queue; the value a SecretSync's
                      generatorRef source reads (its own package; generators/__init__.py)
+    push/            PushSecret: Kubernetes Secrets written to the service; its own intake, queue
+                     and pass, fed by the identity intake's Secret watch (push/__init__.py)
 
 Where does a change go::
 

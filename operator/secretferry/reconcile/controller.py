@@ -44,6 +44,8 @@ from secretferry.reconcile import (
 )
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile.generators import intake as generator_intake
+from secretferry.reconcile.push import intake as push_intake
+from secretferry.reconcile.push import pushing as push_pushing
 from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import scopes as scope_mod
 
@@ -152,6 +154,21 @@ class Controller:
         self.template_intake = template_intake.TemplateSourceIntake(
             kube=kube, syncs=self.syncs, queue=self.queue
         )
+        self.push = push_intake.PushIntake(
+            deps=push_pushing.PushDeps(
+                kube=kube,
+                identities=self.identities,
+                routes=self.fetcher.routes,
+                slugs=self.slugs,
+                hmac_key=hmac_key,
+                instance=instance,
+                syncs=lambda: ((key, entry.body) for key, entry in self.syncs.items()),
+            ),
+            workers=settings.workers,
+            backoff_initial_seconds=settings.backoff_initial_seconds,
+            backoff_max_seconds=settings.backoff_max_seconds,
+            serves=self.served.serves,
+        )
         self.generators = generator_intake.GeneratorIntake(
             kube=kube, instance=instance, enqueue_sync=self._generator_wrote, served=self.served
         )
@@ -165,6 +182,8 @@ class Controller:
             served_namespaces=self.served,
             on_namespace_served=self._namespace_served,
             on_namespace=self.cluster_syncs.namespace_changed,
+            on_secret=self.push.secret_seen,
+            on_identity=self.push.identity_changed,
         )
         self.resync = resync.Resync(
             settings=settings,
@@ -213,7 +232,17 @@ class Controller:
             served_=self.served,
         )
         self.background.spawn(boot, "start-up")
+        self.background.spawn(self._start_push(), "start pushsecrets")
         self._start_generators()
+
+    async def _start_push(self) -> None:
+        """PushSecrets (reconcile/push/): their own watch and queue, once the identities are read
+        (else the first passes would report IdentityNotFound)."""
+        await self.identity_intake.listed.wait()
+        namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
+        for ns in namespaces:
+            self.background.spawn(self.push.watch(ns), f"watch pushsecrets {ns or '*'}")
+        self.push.queue.start()
 
     def _start_generators(self) -> None:
         """PasswordGenerators and UUIDGenerators (generators/intake.py): their own watches and
@@ -238,6 +267,7 @@ class Controller:
         self.identity_intake.step_down()
         self.leading.clear()
         await self.queue.stop()
+        await self.push.queue.stop()
         await self.background.cancel_all()
         await self.streaming.manager.close()
         await self.rollouts.close()

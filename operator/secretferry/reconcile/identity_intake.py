@@ -61,8 +61,18 @@ class IdentityIntake:
         served_namespaces: served.ServedNamespaces | None = None,
         on_namespace_served: Callable[[str, bool], None] | None = None,
         on_namespace: Callable[[str | None], None] = lambda name: None,
+        on_secret: Callable[[str, str, Mapping[str, Any] | None], None] | None = None,
+        on_identity: Callable[[str, str | None, str], None] | None = None,
     ) -> None:
         self._kube = kube
+        # Every Secret's metadata as this watch sees it (None: deleted), for PushSecrets' sources
+        # (reconcile/push/intake.py): the one Secret watch serves both.
+        self._on_secret = on_secret
+        # An identity changed, appeared, went, or lost or regained its consent: (kind, namespace,
+        # name), for the PushSecrets naming it (reconcile/push/intake.py).
+        self._on_identity = on_identity
+        self.listed = asyncio.Event()
+        """Set once ``list_all`` read every identity (PushSecrets wait for it: push/intake.py)."""
         self._settings = settings
         self._identities = identities
         self._syncs = syncs
@@ -106,6 +116,7 @@ class IdentityIntake:
                 continue  # kopf's watch will still bring them
             for body in items:
                 self._identities.upsert(kind, body)
+        self.listed.set()
 
     def check_all(self) -> list[asyncio.Task[None]]:
         """Log every known identity of a served namespace in once (start-up), each in its own task."""
@@ -153,6 +164,8 @@ class IdentityIntake:
         for key, e in self._syncs.items():
             if _uses(e, kind, meta.get("namespace"), meta.get("name", "")):
                 self._queue.enqueue(key, live=False)  # possibly thousands: behind user changes
+        if self._on_identity is not None:
+            self._on_identity(kind, meta.get("namespace"), meta.get("name", ""))
 
     # --- watches -------------------------------------------------------------------------------
     async def watch_namespaces(self, lists_may_start: asyncio.Event | None = None) -> None:
@@ -212,6 +225,12 @@ class IdentityIntake:
             meta = event.object.get("metadata") or {}
             annotations = None if event.type == "DELETED" else dict(meta.get("annotations") or {})
             self.consent_seen(kind, str(meta.get("namespace", "")), str(meta.get("name", "")), annotations)
+            if kind == "Secret" and self._on_secret is not None and self.leading:
+                self._on_secret(
+                    str(meta.get("namespace", "")),
+                    str(meta.get("name", "")),
+                    None if event.type == "DELETED" else meta,
+                )
 
     def consent_seen(
         self, kind: str, namespace: str, name: str, annotations: Mapping[str, str] | None
@@ -234,6 +253,8 @@ class IdentityIntake:
             self._status.spawn_check(entry)  # lost: reports not Ready; back: logs in now
             kind_, namespace_, name_ = entry.key
             self._requeue([k for k, e in self._syncs.items() if _uses(e, kind_, namespace_, name_)])
+            if self._on_identity is not None:
+                self._on_identity(kind_, namespace_, name_)
 
     def _requeue(self, keys: list[state.SyncKey]) -> None:
         """Queue ``keys`` as live work: a change someone just made (only when leading)."""

@@ -95,3 +95,16 @@ LEASE_REVOKED: Final = "LeaseRevoked"  # Event: revoked at deletion (revocationP
 LEASE_RETAINED: Final = "LeaseRetained"  # Event: left to expire at deletion (revocationPolicy Retain)
 LEASE_REVOKE_FAILED: Final = "LeaseRevokeFailed"  # revocation at deletion failed; retried
 TARGET_NOT_OWNED: Final = "TargetNotOwned"  # the Secret exists and is not this lease's
+
+# PushSecret (reconcile/push/): Ready=True.
+PUSHED: Final = "Pushed"  # every key is at the service as pushed
+# PushSecret: Ready=False, or the Conflict condition.
+PUSH_CONFLICT: Final = "PushConflict"  # a value changed at the service; IfNotExists left it
+PUSH_CONFLICT_REPLACED: Final = "PushConflictReplaced"  # Conflict=True: Replace overwrote it
+NO_CONFLICT: Final = "NoConflict"  # Conflict=False
+PUSH_SOURCE_NOT_OPTED_IN: Final = "PushSourceNotOptedIn"  # the Secret is missing or lacks allow-push
+PUSH_SOURCE_EMPTY: Final = "PushSourceEmpty"  # the selected keys are not in the Secret
+PUSH_GENERATOR_NOT_READY: Final = "PushGeneratorNotReady"  # the generator names no Secret yet
+PUSH_NOT_ALLOWED: Final = "PushNotAllowed"  # a ClusterMachineIdentity's pushAllowed does not admit it
+PUSH_FAILED: Final = "PushFailed"  # the service refused a write (403, 404 folder, 4xx)
+PUSH_LOOP: Final = "PushLoop"  # a SecretSync writes the source Secret from the destination folder

@@ -46,6 +46,8 @@ NAMESPACED_RULES = {
     # DynamicSecretLease: kopf's watch, its finalizer and progress annotations, and status.
     *{("secretferry.io", "dynamicsecretleases", verb) for verb in ("list", "watch", "patch")},
     ("secretferry.io", "dynamicsecretleases/status", "patch"),
+    *{("secretferry.io", "pushsecrets", verb) for verb in ("list", "watch", "patch")},
+    ("secretferry.io", "pushsecrets/status", "patch"),
     *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
     *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
     ("events.k8s.io", "events", "create"),

@@ -259,6 +259,7 @@ def assert_no_values_leaked(cp: ControlPlane, op: OperatorProcess) -> None:
             "passwordgenerators",
             "uuidgenerators",
             "clustersecretsyncs",
+            "pushsecrets",
         ),
     }
     values = sorted(v for v in VALUES if len(v) >= 6)  # short values would match unrelated text

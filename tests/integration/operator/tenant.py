@@ -72,6 +72,7 @@ def make_tenant(cp: ControlPlane, namespace: str, workdir: Path) -> Tenant:
                         "passwordgenerators",
                         "uuidgenerators",
                         "dynamicsecretleases",
+                        "pushsecrets",
                     ],
                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
                 }
