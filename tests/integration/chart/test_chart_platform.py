@@ -113,7 +113,14 @@ def test_aggregated_roles_give_namespaced_kinds_to_the_built_in_roles(render: Re
     assert all(
         v == "true" for r in (view, edit, admin) for k, v in r["metadata"]["labels"].items() if aggregate in k
     )
-    kinds = ("secretsyncs", "machineidentities", "passwordgenerators", "uuidgenerators", "pushsecrets")
+    kinds = (
+        "secretsyncs",
+        "machineidentities",
+        "passwordgenerators",
+        "uuidgenerators",
+        "dynamicsecretleases",
+        "pushsecrets",
+    )
     reads = {("secretferry.io", k, v) for k in kinds for v in ("get", "list", "watch")}
     writes = {("secretferry.io", k, v) for k in kinds for v in ("create", "update", "patch", "delete")}
     status_reads = {("secretferry.io", f"{k}/status", "get") for k in kinds}
