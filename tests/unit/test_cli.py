@@ -23,6 +23,7 @@ CRD_NAMES = [
     "secretsyncs.secretferry.io",
     "machineidentities.secretferry.io",
     "clustermachineidentities.secretferry.io",
+    "temporaryprivileges.secretferry.io",
 ]
 COMMANDS = ["run", "crds", "dev-server", "settings-reference"]
 

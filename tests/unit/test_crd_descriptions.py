@@ -64,7 +64,7 @@ def test_metadata_says_only_its_type(kind: str) -> None:
 
 
 def test_all_three_kinds_are_read() -> None:
-    assert set(CRDS) == {"SecretSync", "MachineIdentity", "ClusterMachineIdentity"}
+    assert set(CRDS) == {"SecretSync", "MachineIdentity", "ClusterMachineIdentity", "TemporaryPrivilege"}
 
 
 @pytest.mark.parametrize("kind", sorted(CRDS))

@@ -40,6 +40,7 @@ from secretferry.reconcile import (
     template_intake,
 )
 from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile.privileges import manager as privileges_mod
 from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import scopes as scope_mod
 
@@ -146,6 +147,9 @@ class Controller:
             queue=self.queue,
             clock=clock,
         )
+        self.privileges = privileges_mod.PrivilegeManager(
+            kube=kube, settings=settings, identities=self.identities, instance=instance
+        )
         self.deps = deps.Deps(
             kube=kube,
             settings=settings,
@@ -180,6 +184,11 @@ class Controller:
             served_=self.served,
         )
         self.background.spawn(boot, "start-up")
+        self.background.spawn(self._start_privileges(), "temporary privileges")
+
+    async def _start_privileges(self) -> None:
+        await self.identity_intake.listed.wait()
+        await self.privileges.start()
 
     async def wait_ready(self) -> None:
         await self.target_intake.ready.wait()
@@ -189,6 +198,7 @@ class Controller:
         # replica may have lost its Lease, and every write from here on could race the new leader.
         self.identity_intake.step_down()
         await self.queue.stop()
+        await self.privileges.stop()
         await self.background.cancel_all()
         await self.streaming.manager.close()
         await self.rollouts.close()
@@ -197,6 +207,10 @@ class Controller:
     def identity_event(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """An identity event from kopf (handlers/operator.py)."""
         self.identity_intake.event(kind, event_type, body)
+
+    def privilege_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A TemporaryPrivilege event from kopf (handlers/operator.py)."""
+        self.privileges.event(event_type, body)
 
     def _namespace_served(self, namespace: str, serve: bool) -> None:
         """A namespace came to match the namespace selector (taken in) or stopped (let go)."""

@@ -70,6 +70,9 @@ class IdentityIntake:
         self._served = served_namespaces or served.ServedNamespaces(None)
         self._on_namespace_served = on_namespace_served
         self.leading = False
+        self.listed = asyncio.Event()
+        """Set once ``list_all`` has read the identities (TemporaryPrivileges wait for it: their
+        granter would otherwise read as missing for a moment at each start)."""
 
     def take_over(self) -> None:
         """This replica leads from now on: identity events reach the SecretSyncs, not just the registry."""
@@ -102,6 +105,7 @@ class IdentityIntake:
                 continue  # kopf's watch will still bring them
             for body in items:
                 self._identities.upsert(kind, body)
+        self.listed.set()
 
     def check_all(self) -> list[asyncio.Task[None]]:
         """Log every known identity of a served namespace in once (start-up), each in its own task."""

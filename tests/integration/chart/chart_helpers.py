@@ -53,6 +53,11 @@ CLUSTER_RULES = {
     ("secretferry.io", "clustermachineidentities", "list"),
     ("secretferry.io", "clustermachineidentities", "watch"),
     ("secretferry.io", "clustermachineidentities/status", "patch"),
+    # TemporaryPrivileges: watched, our finalizer patched on and off, status written.
+    ("secretferry.io", "temporaryprivileges", "list"),
+    ("secretferry.io", "temporaryprivileges", "watch"),
+    ("secretferry.io", "temporaryprivileges", "patch"),
+    ("secretferry.io", "temporaryprivileges/status", "patch"),
     # get, and a metadata-only watch of labels (allowedNamespaces selectors), in both modes.
     *{("", "namespaces", verb) for verb in ("get", "list", "watch")},
     ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
