@@ -196,6 +196,17 @@ def _service_privileges(service: DevServer) -> list[dict[str, Any]]:
     return privileges
 
 
+def _events(cp: ControlPlane, name: str, wanted: set[str]) -> dict[str, str] | None:
+    """Reason → note of the Events regarding TemporaryPrivilege ``name``, once all ``wanted`` are there."""
+    listing = json.loads(cp.kubectl("get", "events.events.k8s.io", "-n", "default", "-o", "json"))
+    found = {
+        e["reason"]: e.get("note", "")
+        for e in listing["items"]
+        if e.get("regarding", {}).get("kind") == "TemporaryPrivilege" and e["regarding"].get("name") == name
+    }
+    return found if wanted <= set(found) else None
+
+
 def _delete(cp: ControlPlane, name: str) -> None:
     cp.kubectl("delete", "temporaryprivilege", name, "--wait=false", check=False)
     eventually(lambda: _tp(cp, name) is None or None, what=f"{name} gone")
@@ -221,6 +232,10 @@ def test_a_grant_lets_a_sync_read_then_expires(
     # A window long enough for the sync to be seen Ready; its end is waited for on the condition.
     cp.apply(_privilege("grant-read", "/granted", temporaryRange="20s"))
     obj = _wait(cp, "grant-read", "Active", "Active")
+    eventually(
+        lambda: 'secretferry_temporary_privileges{state="active"} 1.0' in tp_operator.metrics() or None,
+        what="the gauge counts the active grant",
+    )
     status = obj["status"]
     assert status["privilegeId"] and status["expiresAt"] and status["startTime"]
     assert "secretferry.io/temporaryprivilege" in obj["metadata"]["finalizers"]
@@ -235,6 +250,14 @@ def test_a_grant_lets_a_sync_read_then_expires(
     _wait(cp, "grant-read", "Active", "Expired", timeout=60)
     harness.wait_reason(cp, namespace, "granted", "Forbidden")
     assert harness.secret_data(cp, namespace, "granted") == {"TP_KEY": "tp-value-1"}
+
+    # Events (in namespace default, as for every cluster-scoped object), one per transition; their
+    # notes name neither the identity nor the project.
+    notes = eventually(
+        lambda: _events(cp, "grant-read", {"Active", "Expired"}), what="Active and Expired Events"
+    )
+    assert all(READER_ID not in n and harness.PROJECT_SLUG not in n for n in notes.values())
+    assert 'secretferry_temporary_privileges{state="expired"} 1.0' in tp_operator.metrics()
 
     # Deleting the resource deletes the privilege at the service.
     _delete(cp, "grant-read")

@@ -54,3 +54,15 @@ def test_a_failed_read_keeps_what_was_known() -> None:
     assert report.reasons_of(failed)[reasons.READY] == reasons.SERVICE_UNAVAILABLE
     assert report.reasons_of(failed)[reasons.ACTIVE] == reasons.ACTIVE  # left as it was
     assert report.state(None, problem, T0) == report.FAILED
+
+
+def test_a_first_failure_says_not_granted() -> None:
+    problem = problems.Problem(reasons.PERMANENT_NOT_ALLOWED, "off")
+    refused = report.status(
+        {}, grant=None, problem=problem, generation=1, start=None, checked_at=None, now=T0
+    )
+    assert report.reasons_of(refused) == {
+        reasons.READY: reasons.PERMANENT_NOT_ALLOWED,
+        reasons.ACTIVE: reasons.NOT_GRANTED,
+    }
+    assert "privilegeId" not in refused and "expiresAt" not in refused

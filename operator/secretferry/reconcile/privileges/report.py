@@ -77,8 +77,8 @@ def status(
 ) -> dict[str, Any]:
     """The whole status to write (JSON), keeping transition times of unchanged conditions.
 
-    ``grant`` None with a ``problem``: the previous ids and window stay as they were (a failed
-    read says nothing about what the service holds)."""
+    ``grant`` None with a ``problem``: the previous ids, window and Active stay as they were (a
+    failed read says nothing about what the service holds)."""
     found: Sequence[Mapping[str, Any]] = previous.get("conditions") or []
     if problem is None:
         ready: tuple[conditions.Status, str, str] = ("True", reasons.GRANTED, _granted(grant))
@@ -94,7 +94,9 @@ def status(
         now=now,
     )
     as_read = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in updated]
-    if grant is not None or problem is None:
+    has_active = any(c.get("type") == reasons.ACTIVE for c in as_read)
+    # A failed read leaves Active as it was; without one yet, it says that nothing is granted.
+    if grant is not None or problem is None or not has_active:
         act = active(grant, now)
         updated = conditions.set_condition(
             as_read,
