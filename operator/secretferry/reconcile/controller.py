@@ -207,6 +207,8 @@ class Controller:
     def identity_event(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """An identity event from kopf (handlers/operator.py)."""
         self.identity_intake.event(kind, event_type, body)
+        if kind == ident_mod.CLUSTER:
+            self.privileges.granter_changed(str(body.get("metadata", {}).get("name") or ""))
 
     def privilege_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A TemporaryPrivilege event from kopf (handlers/operator.py)."""

@@ -85,13 +85,11 @@ class _Session:
 class _Registry:
     def __init__(self, session: _Session) -> None:
         self._session = session
+        self.names = {"granter"}
 
     def get(self, key: ident_mod.IdentityKey) -> Any:
-        return (
-            SimpleNamespace(model=object(), invalid=None)
-            if key == (ident_mod.CLUSTER, "", "granter")
-            else None
-        )
+        known = key[0] == ident_mod.CLUSTER and key[2] in self.names
+        return SimpleNamespace(model=object(), invalid=None) if known else None
 
     async def session(self, entry: Any) -> _Session:
         return self._session
@@ -119,10 +117,12 @@ class World:
         self.manager = manager_mod.PrivilegeManager(
             kube=self.kube.port(),
             settings=settings_mod.Settings(
-                privilege_check_interval_seconds=CHECK_SECONDS,
-                backoff_initial_seconds=1,
-                backoff_max_seconds=4,
-                **settings,
+                **{
+                    "privilege_check_interval_seconds": CHECK_SECONDS,
+                    "backoff_initial_seconds": 1,
+                    "backoff_max_seconds": 4,
+                    **settings,
+                }
             ),
             identities=cast(ident_mod.IdentityRegistry, _Registry(_Session(api))),
             instance="test-0",
@@ -306,3 +306,17 @@ async def test_without_the_v2_routes_changes_go_through_v1() -> None:
         await asyncio.sleep(1)
         assert w.reason(reasons.READY) == reasons.SERVER_NOT_SUPPORTED
         assert [len(p.permissions) for p in await w.held()] == [1]
+
+
+async def test_a_missing_granter_is_retried_when_it_appears() -> None:
+    # Retries an hour apart: only the identity event can bring the next pass within the test.
+    async with running(backoff_initial_seconds=3600, backoff_max_seconds=3600) as world:
+        world.apply(temporaryRange="1h", granterRef={"name": "later"})
+        await asyncio.sleep(1)
+        assert world.reason(reasons.READY) == reasons.GRANTER_NOT_FOUND
+        assert world.reason(reasons.ACTIVE) == reasons.NOT_GRANTED
+        registry = cast(_Registry, world.manager._identities)
+        registry.names.add("later")
+        world.manager.granter_changed("later")
+        await asyncio.sleep(0.1)
+        assert world.reason(reasons.READY) == reasons.GRANTED

@@ -70,6 +70,7 @@ class _Entry:
     next_check: datetime.datetime | None = None
     status: dict[str, Any] | None = None
     state: str = report.FAILED
+    failing: bool = False
     retry: backoff.Backoff | None = None
 
 
@@ -110,6 +111,18 @@ class PrivilegeManager:
             return  # an older copy than one we already act on (our own patch's answer, say)
         entry.body = body
         if self.leading:
+            self._run(name, entry)
+
+    def granter_changed(self, granter: str) -> None:
+        """A ClusterMachineIdentity appeared, changed or went: the TemporaryPrivileges it grants
+        that are not Granted try again now rather than at their next backoff step."""
+        if not self.leading:
+            return
+        for name, entry in self._entries.items():
+            spec = entry.body.get("spec") or {}
+            if (spec.get("granterRef") or {}).get("name") != granter or not entry.failing:
+                continue
+            entry.next_check = None
             self._run(name, entry)
 
     async def start(self) -> None:
@@ -462,6 +475,7 @@ class PrivilegeManager:
             now=now,
         )
         entry.state = report.state(entry.grant, problem, now)
+        entry.failing = problem is not None
         if _without(new, "lastCheckedTime") == _without(previous, "lastCheckedTime") and checked_at is None:
             return
         patch: dict[str, Any] = {**dict.fromkeys(set(previous) - set(new)), **new}
