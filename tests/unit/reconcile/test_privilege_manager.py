@@ -320,3 +320,17 @@ async def test_a_missing_granter_is_retried_when_it_appears() -> None:
         world.manager.granter_changed("later")
         await asyncio.sleep(0.1)
         assert world.reason(reasons.READY) == reasons.GRANTED
+
+
+async def test_a_resource_whose_granter_never_existed_can_be_deleted() -> None:
+    async with running() as world:
+        world.apply(temporaryRange="1h", granterRef={"name": "typo"})
+        await asyncio.sleep(1)
+        assert world.reason(reasons.READY) == reasons.GRANTER_NOT_FOUND
+        body = world.apiserver.objects[PATH]
+        assert body["metadata"]["finalizers"] == [manager_mod.FINALIZER]
+        body["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:05Z"
+        world.deliver()
+        await asyncio.sleep(1)
+        assert world.apiserver.objects[PATH]["metadata"].get("finalizers") in (None, [])
+        assert world.transport.calls == []

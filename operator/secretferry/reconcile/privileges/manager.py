@@ -409,6 +409,7 @@ class PrivilegeManager:
         if model is not None:
             privilege_id = entry.grant.privilege_id if entry.grant else _status_text(body, "privilegeId")
             where = f"privilege {model.privilege_slug} of identity {model.spec.identity_id}"
+            fields = logfields.about(KIND, None, model.metadata.name)
             try:
                 session = await self._session(model.spec.granter_ref.name)
                 await self._delete(session, model.spec, model.privilege_slug, privilege_id)
@@ -417,10 +418,20 @@ class PrivilegeManager:
                 await self._report(entry, problem=problem, generation=model.metadata.generation, now=now)
                 return self._retry_delay(entry, problem)
             except problems.Problem as problem:
-                await self._report(entry, problem=problem, generation=model.metadata.generation, now=now)
-                return self._retry_delay(entry, problem)
-            log.info("deleted %s", where, extra=logfields.about(KIND, None, model.metadata.name))
-            await self._post(entry, reason="Deleted", note=f"deleted {where} at the service", warning=False)
+                # A granter that does not exist, for a resource that never recorded a privilege:
+                # it never granted anything (a typo in granterRef, say), so it must not block the
+                # deletion forever. One that did record one waits for its granter.
+                if problem.reason != reasons.GRANTER_NOT_FOUND or privilege_id is not None:
+                    await self._report(entry, problem=problem, generation=model.metadata.generation, now=now)
+                    return self._retry_delay(entry, problem)
+                log.info(
+                    "no granter and no privilege recorded: nothing to delete for %s", where, extra=fields
+                )
+            else:
+                log.info("deleted %s", where, extra=fields)
+                await self._post(
+                    entry, reason="Deleted", note="deleted the privilege at the service", warning=False
+                )
         remaining = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
         try:
             await finalizers.set_finalizers(
