@@ -85,4 +85,5 @@ GRANTER_NOT_FOUND: Final = "GranterNotFound"  # spec.granterRef names no Cluster
 GRANTER_NOT_READY: Final = "GranterNotReady"  # the granter is invalid, refused or cannot log in
 GRANT_FORBIDDEN: Final = "GrantForbidden"  # the granter may not grant privileges in the project (403)
 GRANT_REFUSED: Final = "GrantRefused"  # the service refused the request (unknown project or identity, 4xx)
+SLUG_CONFLICT: Final = "SlugConflict"  # an older TemporaryPrivilege manages that identity's privilege slug
 SERVER_NOT_SUPPORTED: Final = "ServerNotSupported"  # rules that need the v2 routes, on a server without them

@@ -141,6 +141,7 @@ class World:
             "kind": "TemporaryPrivilege",
             "metadata": {
                 "name": "grant",
+                "creationTimestamp": "2030-01-01T00:00:00Z",
                 "generation": 1 if current is None else current["metadata"]["generation"] + 1,
                 **_kept(current),
             },
@@ -334,3 +335,36 @@ async def test_a_resource_whose_granter_never_existed_can_be_deleted() -> None:
         await asyncio.sleep(1)
         assert world.apiserver.objects[PATH]["metadata"].get("finalizers") in (None, [])
         assert world.transport.calls == []
+
+
+async def test_two_resources_on_one_privilege_the_older_keeps_it() -> None:
+    async with running() as world:
+        world.apply(temporaryRange="1h", slug="shared")
+        await asyncio.sleep(1)
+        first = world.status()["privilegeId"]
+        younger = {
+            "apiVersion": models_base.API_VERSION,
+            "kind": "TemporaryPrivilege",
+            "metadata": {"name": "younger", "generation": 1, "creationTimestamp": "2030-01-01T00:00:01Z"},
+            "spec": {
+                "granterRef": {"name": "granter"},
+                "identityId": TARGET,
+                "projectSlug": "proj",
+                "slug": "shared",
+                "permissions": [RICH],
+                "temporaryRange": "2h",
+            },
+        }
+        younger_path = PATH.rsplit("/", 1)[0] + "/younger"
+        world.apiserver.put(younger_path, younger)
+        world.manager.event("ADDED", world.apiserver.objects[younger_path])
+        await asyncio.sleep(CHECK_SECONDS * 2)
+        conflict = [s for s in world.statuses if "SlugConflict" in str(s)]
+        assert conflict and "'grant' already manages" in str(conflict[-1])
+        held = await world.held()
+        assert [(p.id, p.temporary_range) for p in held] == [(first, "1h")]  # untouched by the younger
+        # The younger one's deletion leaves the older one's privilege alone.
+        world.apiserver.objects[younger_path]["metadata"]["deletionTimestamp"] = "2030-01-01T00:03:00Z"
+        world.manager.event("MODIFIED", world.apiserver.objects[younger_path])
+        await asyncio.sleep(1)
+        assert [p.id for p in await world.held()] == [first]

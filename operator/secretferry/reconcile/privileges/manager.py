@@ -103,6 +103,10 @@ class PrivilegeManager:
             if entry is not None and entry.task is not None:
                 entry.task.cancel()
             self._count()
+            if self.leading:  # one refused with SlugConflict may take the privilege over now
+                for other_name, other in self._entries.items():
+                    if other.failing:
+                        self._run(other_name, other)
             return
         entry = self._entries.get(name)
         if entry is None:
@@ -203,6 +207,15 @@ class PrivilegeManager:
             )
             await self._report(entry, problem=problem, generation=model.metadata.generation, now=now)
             return None
+        claimant = self._claimant(model)
+        if claimant is not None:
+            problem = problems.Problem(
+                reasons.SLUG_CONFLICT,
+                f"TemporaryPrivilege {claimant!r} already manages privilege {model.privilege_slug!r} of this"
+                " identity in this project; set another spec.slug",
+            )
+            await self._report(entry, problem=problem, generation=model.metadata.generation, now=now)
+            return None  # the claimant's deletion wakes this one (event)
         if entry.start is None:
             entry.start = _status_time(body, "startTime")
         due = (
@@ -235,6 +248,24 @@ class PrivilegeManager:
             waits.append((entry.next_check - now).total_seconds())
         known = [w for w in waits if w is not None]
         return min(known) if known else None
+
+    def _claimant(self, model: tp.TemporaryPrivilege) -> str | None:
+        """The older TemporaryPrivilege managing the same privilege (identity, project, slug), if any:
+        two resources on one privilege would overwrite each other's rules at every check, and the
+        deletion of either would end the other's grant. The older one (creation, then name) keeps it."""
+        mine = _address(model)
+        own = self._entries.get(model.metadata.name)
+        order = (_created(own.body) if own is not None else "", model.metadata.name)
+        for name, other in self._entries.items():
+            if name == model.metadata.name or (other.body.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            try:
+                theirs = tp.TemporaryPrivilege.from_body(other.body)
+            except pydantic.ValidationError:
+                continue
+            if _address(theirs) == mine and (_created(other.body), name) < order:
+                return name
+        return None
 
     async def _converge(
         self, entry: _Entry, model: tp.TemporaryPrivilege, now: datetime.datetime
@@ -406,6 +437,8 @@ class PrivilegeManager:
             model = tp.TemporaryPrivilege.from_body(body)
         except pydantic.ValidationError:
             model = None  # never created anything we could address: nothing to delete
+        if model is not None and self._claimant(model) is not None:
+            model = None  # the privilege is another resource's: never delete it for this one
         if model is not None:
             privilege_id = entry.grant.privilege_id if entry.grant else _status_text(body, "privilegeId")
             where = f"privilege {model.privilege_slug} of identity {model.spec.identity_id}"
@@ -595,6 +628,15 @@ def _problem(exc: service_errors.ServiceError, where: str) -> problems.Problem:
     # Not only the service's own retriable errors: a refusal (a missing membership, a project
     # being created, rights granted later) can be mended at the service without an event we see.
     return problems.Problem(reason, detail, retriable=True, retry_after=retry_after)
+
+
+def _created(body: Mapping[str, Any]) -> str:
+    """RFC 3339 in UTC with whole seconds: ordered as text."""
+    return str((body.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def _address(model: tp.TemporaryPrivilege) -> tuple[str, str, str]:
+    return (model.spec.identity_id, model.spec.project_slug, model.privilege_slug)
 
 
 def _version(body: Mapping[str, Any]) -> int:
