@@ -73,7 +73,22 @@ def tp_operator(
         yield op
     finally:
         op.stop()
+        _clean_up(control_plane)
     harness.assert_no_values_leaked(control_plane, op)
+
+
+def _clean_up(cp: ControlPlane) -> None:
+    """Nothing of this module outlives it in the shared control plane: a ClusterMachineIdentity
+    left behind would be seen (and checked) by every later operator, e.g. the chart's."""
+    listing = json.loads(cp.kubectl("get", "temporaryprivileges", "-o", "json"))
+    for item in listing["items"]:
+        name = item["metadata"]["name"]
+        cp.kubectl(
+            "patch", "temporaryprivilege", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
+        )
+        cp.kubectl("delete", "temporaryprivilege", name, "--wait=false", check=False)
+    cp.kubectl("delete", "clustermachineidentity", GRANTER, "--wait=false", check=False)
+    cp.kubectl("delete", "secret", "tp-granter-creds", "-n", harness.OPERATOR_NAMESPACE, check=False)
 
 
 def _granter(cp: ControlPlane) -> None:
