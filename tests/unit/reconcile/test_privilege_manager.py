@@ -368,3 +368,18 @@ async def test_two_resources_on_one_privilege_the_older_keeps_it() -> None:
         world.manager.event("MODIFIED", world.apiserver.objects[younger_path])
         await asyncio.sleep(1)
         assert [p.id for p in await world.held()] == [first]
+
+
+async def test_a_failing_service_is_retried_with_backoff_not_at_every_wake_up() -> None:
+    faults = {"routes": [{"match": "GET /api/v1/additional-privilege/identity", "status": 503}]}
+    async with running({"faults": faults}, backoff_initial_seconds=8, backoff_max_seconds=8) as world:
+        world.apply(temporaryRange="1h")
+        await asyncio.sleep(0.5)
+        assert world.reason(reasons.READY) == reasons.SERVICE_UNAVAILABLE
+        calls = len(world.transport.calls)
+        for _ in range(5):  # echoes of our own status patches, kopf's re-lists
+            world.deliver()
+            await asyncio.sleep(0.1)
+        assert len(world.transport.calls) == calls
+        await asyncio.sleep(9)
+        assert len(world.transport.calls) > calls  # the backoff step passed: tried again

@@ -66,7 +66,8 @@ class _Entry:
     task: asyncio.Task[None] | None = None
     grant: report.Grant | None = None
     start: datetime.datetime | None = None
-    checked_generation: int | None = None
+    tried_generation: int | None = None
+    """The generation the last call at the service was made for (a new one is always due)."""
     next_check: datetime.datetime | None = None
     status: dict[str, Any] | None = None
     state: str = report.FAILED
@@ -127,6 +128,8 @@ class PrivilegeManager:
             if (spec.get("granterRef") or {}).get("name") != granter or not entry.failing:
                 continue
             entry.next_check = None
+            if entry.retry is not None:
+                entry.retry.reset()
             self._run(name, entry)
 
     async def start(self) -> None:
@@ -218,21 +221,21 @@ class PrivilegeManager:
             return None  # the claimant's deletion wakes this one (event)
         if entry.start is None:
             entry.start = _status_time(body, "startTime")
-        due = (
-            entry.checked_generation != model.metadata.generation
-            or entry.next_check is None
-            or now >= entry.next_check
-            or entry.grant is None
+        # A wake-up in the middle of a backoff (our own status patch echoing back) does not call the
+        # service early; a new generation does.
+        waiting = entry.retry is not None and not entry.retry.ready()
+        due = entry.tried_generation != model.metadata.generation or (
+            not waiting and (entry.next_check is None or now >= entry.next_check or entry.grant is None)
         )
         checked_at: datetime.datetime | None = None
         if due:
+            entry.tried_generation = model.metadata.generation
             try:
                 entry.grant = await self._converge(entry, model, now)
             except problems.Problem as exc:
                 problem = exc
             else:
                 checked_at = now
-                entry.checked_generation = model.metadata.generation
                 entry.next_check = now + datetime.timedelta(
                     seconds=self._settings.privilege_check_interval_seconds
                 )
@@ -242,7 +245,9 @@ class PrivilegeManager:
             entry, problem=problem, generation=model.metadata.generation, now=now, checked_at=checked_at
         )
         waits = [report.next_change(entry.grant, now)]
-        if problem is not None:
+        if not due and waiting and entry.retry is not None and entry.retry.retry_at is not None:
+            waits.append(entry.retry.retry_at - asyncio.get_running_loop().time())
+        elif problem is not None:
             waits.append(self._retry_delay(entry, problem) if problem.retriable else None)
         elif entry.next_check is not None:
             waits.append((entry.next_check - now).total_seconds())
@@ -583,7 +588,11 @@ class PrivilegeManager:
     def _retry_delay(self, entry: _Entry, problem: problems.Problem | None) -> float:
         if entry.retry is None:
             entry.retry = backoff.Backoff(
-                self._settings.backoff_initial_seconds, self._settings.backoff_max_seconds
+                self._settings.backoff_initial_seconds,
+                self._settings.backoff_max_seconds,
+                # at least half the step: a failing privilege is never retried in a burst
+                jitter=backoff.EQUAL_JITTER,
+                clock=asyncio.get_running_loop().time,  # the clock the loop's own waits run on
             )
         return entry.retry.next_delay(problem.retry_after if problem is not None else None)
 
