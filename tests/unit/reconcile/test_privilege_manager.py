@@ -381,5 +381,7 @@ async def test_a_failing_service_is_retried_with_backoff_not_at_every_wake_up() 
             world.deliver()
             await asyncio.sleep(0.1)
         assert len(world.transport.calls) == calls
+        assert world.reason(reasons.READY) == reasons.SERVICE_UNAVAILABLE  # not Granted meanwhile
+        assert len(world.statuses) == 1  # and not rewritten at each wake-up
         await asyncio.sleep(9)
         assert len(world.transport.calls) > calls  # the backoff step passed: tried again

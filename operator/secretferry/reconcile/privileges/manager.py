@@ -72,6 +72,8 @@ class _Entry:
     status: dict[str, Any] | None = None
     state: str = report.FAILED
     failing: bool = False
+    problem: problems.Problem | None = None
+    """What the last call at the service (or the granter) failed with; kept while its retry waits."""
     retry: backoff.Backoff | None = None
 
 
@@ -99,6 +101,7 @@ class PrivilegeManager:
         name = str(body.get("metadata", {}).get("name") or "")
         if not name:
             return
+        log.debug("%s event (leading: %s)", event_type, self.leading, extra=logfields.about(KIND, None, name))
         if event_type == "DELETED":
             entry = self._entries.pop(name, None)
             if entry is not None and entry.task is not None:
@@ -145,6 +148,7 @@ class PrivilegeManager:
             self.event("ADDED", body)
         for name, entry in self._entries.items():
             self._run(name, entry)
+        log.info("leading: %d TemporaryPrivileges", len(self._entries))
 
     async def stop(self) -> None:
         self.leading = False
@@ -228,12 +232,15 @@ class PrivilegeManager:
             not waiting and (entry.next_check is None or now >= entry.next_check or entry.grant is None)
         )
         checked_at: datetime.datetime | None = None
-        if due:
+        if not due:
+            problem = entry.problem  # nothing new was learnt: the status stays what it was
+        else:
             entry.tried_generation = model.metadata.generation
+            entry.problem = None
             try:
                 entry.grant = await self._converge(entry, model, now)
             except problems.Problem as exc:
-                problem = exc
+                problem = entry.problem = exc
             else:
                 checked_at = now
                 entry.next_check = now + datetime.timedelta(
