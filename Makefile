@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 DEVCLUSTER_DIR ?= .devcluster
 
 .PHONY: setup settings-doc control-plane lint typecheck imports test test-unit test-integration demo demo-down \
-        cluster-up cluster-down crds chart-crds bench bench-full clean node-deps image release
+        cluster-up cluster-down crds chart-crds bench bench-full clean node-deps postgres-deps image release
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing secretferry with its dev tools"
@@ -25,6 +25,11 @@ control-plane:
 # Debian packages for the local node and its images (containerd, runc, buildah, ...); needs root.
 node-deps:
 	@bash hack/node-deps.sh
+
+# Debian's PostgreSQL server (package `postgresql`) for the dev server's dynamic-secret leases and
+# their tests, which start a throwaway cluster as `nobody` in a temporary directory; needs root.
+postgres-deps:
+	@bash hack/postgres-deps.sh
 
 # pause, busybox, the Python base and localhost/secretferry:dev as OCI archives (cached by content);
 # the operator image goes into the running local node when there is one.
@@ -47,10 +52,10 @@ imports: setup
 test-unit: setup
 	$(BIN)/pytest -q tests/unit
 
-test-integration: setup control-plane node-deps
+test-integration: setup control-plane node-deps postgres-deps
 	$(BIN)/pytest -q tests/integration
 
-test: setup control-plane node-deps lint typecheck imports
+test: setup control-plane node-deps postgres-deps lint typecheck imports
 	$(BIN)/pytest -q -ra tests
 
 crds: setup
@@ -108,6 +113,7 @@ bench-full: setup control-plane node-deps
 	$(BIN)/python bench/bench_outage.py --mode stop
 	$(BIN)/python bench/bench_devserver.py
 	$(BIN)/python bench/bench_ratelimit.py --sizes 1000,10000 --scopes 10,100
+	$(BIN)/python bench/bench_push.py --pushes 1000 --rest 30
 
 clean:
 	rm -rf $(VENV) $(DEVCLUSTER_DIR) .mypy_cache .ruff_cache .pytest_cache

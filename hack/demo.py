@@ -61,6 +61,7 @@ EXAMPLE_FILES = (
     "secretsync-template-tls.yaml",
     "clustermachineidentity.yaml",
     "universal-auth.yaml",
+    "pushsecret.yaml",
 )
 # (namespace, name) -> the Ready reason the demo expects.
 EXPECTED = {
@@ -70,6 +71,7 @@ EXPECTED = {
     ("team-a", "payments"): "Synced",
     ("team-b", "payments"): "Synced",
     ("sandbox", "payments"): "IdentityNotAllowed",
+    ("demo", "shared-from-team-a"): "Synced",
 }
 
 T0 = time.monotonic()
@@ -260,6 +262,42 @@ def measure_update(
     return ms
 
 
+PUSHED_VALUES = (
+    "fake-admin-password-1",
+    "fake-admin-password-2",
+)  # examples/pushsecret.yaml, then the demo's
+
+
+def measure_push(cp: ControlPlane, server: DevServer) -> float:
+    """Change team-a/db-admin (pushed by examples/pushsecret.yaml); return ms until the SecretSync
+    demo/shared-from-team-a, which pulls the same folder, shows it. Both must be settled first."""
+
+    def pulled() -> str:
+        return (secret_data(cp, "demo", "shared-from-team-a") or {}).get("DB_ADMIN_PASSWORD", "")
+
+    wait_for(
+        lambda: pulled() == PUSHED_VALUES[0], timeout=30, what="the first push to be pulled", interval=0.1
+    )
+    wait_for(
+        lambda: (
+            json.loads(cp.kubectl("get", "ssync", "-n", "demo", "shared-from-team-a", "-o", "json"))
+            .get("status", {})
+            .get("updateMode")
+            == "Streaming"
+        ),
+        timeout=30,
+        what="shared-from-team-a to stream",
+        interval=0.2,
+    )
+    patch = json.dumps({"stringData": {"password": PUSHED_VALUES[1]}})
+    start = time.monotonic()
+    cp.kubectl("patch", "secret", "db-admin", "-n", "team-a", "--type=merge", "-p", patch)
+    wait_for(
+        lambda: pulled() == PUSHED_VALUES[1], timeout=30, what="the push to reach the pull", interval=0.01
+    )
+    return (time.monotonic() - start) * 1000
+
+
 def metric_sum(op: OperatorProcess | OperatorPod, prefix: str) -> float:
     """Sum of the samples whose name (and labels) start with ``prefix``."""
     total = 0.0
@@ -447,6 +485,11 @@ def run(*, keep_logs: bool = False, keep: bool = False) -> int:  # a linear scri
             block(cp.kubectl("logs", "-n", "demo", reader, "--tail=3"))
         show_secret(cp, "demo", "shop-config")
 
+        step("a push in team-a reaches a pull in demo (PushSecret → service → event stream → SecretSync)")
+        push_ms = measure_push(cp, server)
+        info(f"team-a/db-admin changed: in demo/shared-from-team-a after {push_ms:.0f} ms")
+        block(cp.kubectl("get", "psec", "-n", "team-a"))
+
         step("a write at the service that changes nothing: no Secret write, so no rollout")
         writes_before = metric_sum(op, "secretferry_target_writes_total")
         unchanged_before = metric_sum(op, 'secretferry_syncs_total{result="unchanged"}')
@@ -484,9 +527,15 @@ def run(*, keep_logs: bool = False, keep: bool = False) -> int:  # a linear scri
 
         step("checking that no secret value is in the operator log, Events or custom resources")
         haystack = op.log_text()
-        for resource in ("events", "secretsyncs", "machineidentities", "clustermachineidentities"):
+        for resource in (
+            "events",
+            "secretsyncs",
+            "machineidentities",
+            "clustermachineidentities",
+            "pushsecrets",
+        ):
             haystack += cp.kubectl("get", resource, "-A", "-o", "json")
-        values = [*seed_values(), "fake-rotated-password-2", "db2.dev.example"]
+        values = [*seed_values(), "fake-rotated-password-2", "db2.dev.example", *PUSHED_VALUES]
         leaked = [v for v in values if v in haystack]
         if leaked:
             raise RuntimeError(f"{len(leaked)} secret value(s) found outside Secrets")

@@ -219,6 +219,20 @@ class Settings(BaseSettings):
         " coalesce into one restart at its end, so a burst of secret changes restarts a workload once,"
         " not once per change.",
     )
+    max_leases_per_namespace: int = Field(
+        20,
+        ge=0,
+        description="DynamicSecretLeases that may hold a lease at once in one namespace (0: none). Each"
+        " lease is a real role or user in a real database: without a bound, a tenant who may create"
+        " DynamicSecretLeases could exhaust the database's roles and connections (README,"
+        ' "DynamicSecretLease"). Over it a DynamicSecretLease waits with reason LeaseLimitReached.',
+    )
+    lease_retry_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds between attempts of a lease, renewal or revocation that failed for a"
+        " reason that may pass (service unavailable, identity not ready); doubled up to 5 minutes.",
+    )
 
     # --- identity -----------------------------------------------------------------------------
     token_requests_enabled: bool = Field(

@@ -19,10 +19,13 @@ SCRIPTS = sorted((ROOT / "bench").glob("bench_*.py"))
 # The ones that start a control plane, so they take --control-plane (bench_devserver runs the dev
 # server alone).
 WITH_CONTROL_PLANE = {
+    "bench_cluster_secretsync.py",
+    "bench_leases.py",
     "bench_node.py",
     "bench_operator_scale.py",
     "bench_refresh_policy.py",
     "bench_outage.py",
+    "bench_push.py",
     "bench_ratelimit.py",
     "bench_streams.py",
     "bench_template_bomb.py",

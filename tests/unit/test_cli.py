@@ -23,6 +23,11 @@ CRD_NAMES = [
     "secretsyncs.secretferry.io",
     "machineidentities.secretferry.io",
     "clustermachineidentities.secretferry.io",
+    "clustersecretsyncs.secretferry.io",
+    "passwordgenerators.secretferry.io",
+    "uuidgenerators.secretferry.io",
+    "dynamicsecretleases.secretferry.io",
+    "pushsecrets.secretferry.io",
     "temporaryprivileges.secretferry.io",
 ]
 COMMANDS = ["run", "crds", "dev-server", "settings-reference"]

@@ -63,8 +63,18 @@ def test_metadata_says_only_its_type(kind: str) -> None:
     assert root(kind)["properties"]["metadata"] == {"type": "object"}
 
 
-def test_all_three_kinds_are_read() -> None:
-    assert set(CRDS) == {"SecretSync", "MachineIdentity", "ClusterMachineIdentity", "TemporaryPrivilege"}
+def test_every_kind_is_read() -> None:
+    assert set(CRDS) == {
+        "SecretSync",
+        "MachineIdentity",
+        "ClusterMachineIdentity",
+        "PasswordGenerator",
+        "UUIDGenerator",
+        "ClusterSecretSync",
+        "DynamicSecretLease",
+        "PushSecret",
+        "TemporaryPrivilege",
+    }
 
 
 @pytest.mark.parametrize("kind", sorted(CRDS))

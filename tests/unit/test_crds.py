@@ -156,14 +156,24 @@ def test_lists_are_bounded_where_cel_might_iterate() -> None:
 @pytest.mark.parametrize(
     ("kind", "path", "rule"),
     [
-        ("SecretSync", ".spec.sources[]", "has(self.projectId) != has(self.projectSlug)"),
+        (
+            "SecretSync",
+            ".spec.sources[]",
+            "has(self.generatorRef) || (has(self.projectId) != has(self.projectSlug)",
+        ),
+        ("SecretSync", ".spec.sources[]", "!has(self.generatorRef) || (!has(self.projectId)"),
+        ("PasswordGenerator", ".spec", "self.digits + self.symbols <= self.length"),
         ("MachineIdentity", ".spec.auth", "(has(self.kubernetes) ? 1 : 0)"),
         ("ClusterMachineIdentity", ".spec.auth", "(has(self.kubernetes) ? 1 : 0)"),
         ("ClusterMachineIdentity", ".spec.auth.universal", "has(self.credentialsSecretRef)"),
         ("SecretSync", ".spec.refreshInterval", "duration(self) >= duration('1s')"),
         ("SecretSync", ".spec.target.template.templateFrom[]", "has(self.configMap) != has(self.secret)"),
-        # Only a ClusterSecretSync may name a namespace in templateFrom (models/templatefrom.py).
-        ("SecretSync", ".spec", "!has(self.target) || !has(self.target.template)"),
+        # A ClusterSecretSync's templateFrom needs the namespace its admin names.
+        (
+            "ClusterSecretSync",
+            ".spec",
+            "!has(self.syncTemplate.target) || !has(self.syncTemplate.target.template)",
+        ),
     ],
 )
 def test_exactly_one_of_rules_present(kind: str, path: str, rule: str) -> None:

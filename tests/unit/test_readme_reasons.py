@@ -25,6 +25,11 @@ NOT_REASONS = {
     "INSTANT_UPDATES_DISABLED",
     "ON_CHANGE",  # status.updateMode under spec.refreshPolicy
     "CREATED_ONCE",
+    # Event reasons of DynamicSecretLease, never a Ready reason (README, "DynamicSecretLease").
+    "LEASE_REPLACED",
+    "LEASE_REVOKED",
+    "LEASE_RETAINED",
+    "LEASE_REVOKE_FAILED",
 }
 
 

@@ -114,6 +114,30 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: ["secretferry.io"]
   resources: ["secretsyncs/status", "machineidentities/status"]
   verbs: ["patch"]
+# PasswordGenerators and UUIDGenerators: read through our own LIST+WATCH, status patched. Their
+# values go into Secrets of their own namespace (the Secret rules below), never anywhere else.
+- apiGroups: ["secretferry.io"]
+  resources: ["passwordgenerators", "uuidgenerators"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["passwordgenerators/status", "uuidgenerators/status"]
+  verbs: ["patch"]
+# DynamicSecretLeases: kopf's watch, and patches of their metadata (its finalizer, which holds the
+# object until the lease is revoked, and its progress annotations) and status.
+- apiGroups: ["secretferry.io"]
+  resources: ["dynamicsecretleases"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["dynamicsecretleases/status"]
+  verbs: ["patch"]
+# PushSecrets: our own LIST+WATCH; patch for metadata.finalizers only (deletionPolicy Delete),
+# never the spec; their status like the others. (Generators: get, above, for status.secretName.)
+- apiGroups: ["secretferry.io"]
+  resources: ["pushsecrets"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["pushsecrets/status"]
+  verbs: ["patch"]
 # Secrets: watched by label (the managed ones; RBAC cannot narrow a list by label), read one by one
 # (credential references, Merge targets), created, server-side applied (patch), and deleted only
 # to replace one of ours whose type must change (a Secret's type is immutable; uid precondition).
@@ -165,6 +189,15 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
   verbs: ["list", "watch"]
 - apiGroups: ["secretferry.io"]
   resources: ["clustermachineidentities/status"]
+  verbs: ["patch"]
+# ClusterSecretSyncs: read through our own LIST+WATCH, status patched (counts, failing namespaces).
+# The operator never changes their spec. Their targets are written with the namespaced rules above
+# (Secrets/ConfigMaps), in the namespaces the operator serves.
+- apiGroups: ["secretferry.io"]
+  resources: ["clustersecretsyncs"]
+  verbs: ["list", "watch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["clustersecretsyncs/status"]
   verbs: ["patch"]
 # ClusterMachineIdentity.spec.allowedNamespaces selects namespaces by label: a metadata-only
 # watch of namespaces makes a label change take effect at once (a get covers a namespace the
@@ -228,6 +261,8 @@ an extraEnv entry that repeats one of these names).
   value: {{ .Values.config.streamingRefreshIntervalSeconds | quote }}
 - name: SECRETFERRY_ROLLOUT_COOLDOWN_SECONDS
   value: {{ .Values.config.rolloutCooldownSeconds | quote }}
+- name: SECRETFERRY_MAX_LEASES_PER_NAMESPACE
+  value: {{ .Values.config.maxLeasesPerNamespace | quote }}
 - name: SECRETFERRY_ROLLOUTS_ENABLED
   value: {{ .Values.config.rolloutsEnabled | quote }}
 - name: SECRETFERRY_TOKEN_REQUESTS_ENABLED

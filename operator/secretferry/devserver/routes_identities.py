@@ -28,6 +28,16 @@ async def workspace_by_slug(slug: str, caller: CallerDep, state: StateDep) -> di
     return _project_body(slug, caller, state)
 
 
+@router.get("/api/v1/workspace/{workspaceId}")
+async def workspace_by_id(workspaceId: str, caller: CallerDep, state: StateDep) -> dict[str, Any]:
+    """The real v1 "Get project" route (``{workspace}``): how a client that holds a project id
+    learns its slug, which the lease routes want."""
+    project = state.store.project(workspaceId.strip())
+    if project is None:
+        raise NotFound(f"Project with ID '{workspaceId.strip()}' not found")
+    return {"workspace": _project_body(project.slug, caller, state)}
+
+
 def _project_body(slug: str, caller: Caller, state: DevState) -> dict[str, Any]:
     project = state.store.project_by_slug(slug)
     if project is None:

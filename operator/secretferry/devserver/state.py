@@ -12,6 +12,7 @@ from secretferry.devserver.config import DevServerConfig
 from secretferry.devserver.events import EventBus
 from secretferry.devserver.faults import Faults
 from secretferry.devserver.identity_store import IdentityStore
+from secretferry.devserver.lease_store import LeaseStore
 from secretferry.devserver.listing import Lister
 from secretferry.devserver.permissions import EVENT_ACTIONS, SECRET_EVENTS, Permissions
 from secretferry.devserver.stats import Stats
@@ -31,6 +32,8 @@ class DevState:
     bus: EventBus
     faults: Faults
     stats: Stats
+    leases: LeaseStore
+    """Dynamic secret leases (routes_leases)."""
     admin_token: str
     """What ``/_admin`` requires in ``X-Admin-Token``: configured, or generated at start."""
     limiter: ratelimit.RateLimiter | None = None
@@ -66,6 +69,7 @@ class DevState:
             ),
             faults=Faults(config.faults),
             stats=Stats(),
+            leases=LeaseStore(database),
             admin_token=admin_token.establish(config),
             limiter=ratelimit.RateLimiter(config.clock) if config.rate_limits else None,
         )

@@ -25,6 +25,7 @@ from secretferry.kube import hmackey, incluster, leases
 from secretferry.models import base as models_base
 from secretferry.reconcile import controller as controller_mod
 from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile.leases import keeper as lease_keeper
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,13 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     instance = instance_name(cfg, os.environ)
     controller = controller_mod.Controller(kube=kube, settings=cfg, hmac_key=key, instance=instance)
     memo.kube, memo.controller = kube, controller
+    memo.leases = lease_keeper.LeaseKeeper(
+        kube=kube,
+        identities=controller.identities,
+        rollouts_=controller.rollouts,
+        settings=cfg,
+        instance=instance,
+    )
     if cfg.peering:
         memo.elector = elector = leases.Elector(
             kube, namespace=cfg.namespace, name=cfg.peering, identity=instance, timings=leader_timings(cfg)

@@ -18,6 +18,7 @@ from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
 from secretferry import controlchars, logfields, metrics
 from secretferry import settings as settings_mod
+from secretferry.handlers import leases as _lease_handlers  # noqa: F401 - registers the handlers
 from secretferry.handlers import operator as _handlers  # noqa: F401 - registers the handlers
 
 # What kopf puts into a per-object line's ``extra`` (kopf/_core/actions/loggers.py ObjectLogger):

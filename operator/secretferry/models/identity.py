@@ -249,6 +249,26 @@ class AllowedNamespaces(base.CRModel):
         return self.selector is not None and self.selector.matches(labels)
 
 
+_PUSH_ONE_PROJECT = base.cel(
+    "has(self.projectId) != has(self.projectSlug)", "set exactly one of projectId and projectSlug"
+)
+
+
+class PushScope(base.CRModel, json_schema_extra=base.validations(_PUSH_ONE_PROJECT)):
+    """One place PushSecrets may write to with a ClusterMachineIdentity."""
+
+    project_id: str | None = Field(default=None, min_length=1, max_length=256)
+    """ID of the project. Set exactly one of projectId and projectSlug; a PushSecret must name the
+    project the same way (by ID or by slug) to match."""
+    project_slug: str | None = Field(default=None, min_length=1, max_length=256)
+    """Slug of the project. Set exactly one of projectId and projectSlug."""
+    environment: str = Field(min_length=1, max_length=256)
+    """Environment slug, e.g. ``prod``."""
+    path_prefix: str = Field(default="/", pattern=r"^/", max_length=1024)
+    """Folders at or below this path, compared by whole segments: ``/shared`` admits ``/shared``
+    and ``/shared/db``, not ``/shared-other``. Default ``/``: the whole environment."""
+
+
 class ClusterMachineIdentitySpec(MachineIdentitySpec):
     """Where the secrets service is, how to log in to it, and which namespaces may use the identity."""
 
@@ -265,6 +285,11 @@ class ClusterMachineIdentitySpec(MachineIdentitySpec):
     A template's author can read every value the identity reads (its output shows in status), so
     this hands every value of the identity to whoever may edit SecretSyncs in the allowed
     namespaces. Default false."""
+
+    push_allowed: list[PushScope] = Field(default_factory=list, max_length=256)
+    """Where PushSecrets using this identity may write: project, environment and a path prefix
+    each. Empty (default): nowhere (PushNotAllowed). Set by the cluster admin who creates the
+    identity, because any namespace it admits could otherwise publish there."""
 
     def allows_namespace(self, namespace: str, labels: Mapping[str, str]) -> bool:
         return self.allowed_namespaces is None or self.allowed_namespaces.allows(namespace, labels)

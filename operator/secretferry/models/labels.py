@@ -13,6 +13,14 @@ MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE: Final = "secretferry"
 SYNC_LABEL: Final = "secretferry.io/sync"
 """On targets with creationPolicy Owner/Orphan: which SecretSync (see sync_label_value) wrote it."""
+CLUSTER_SYNC_LABEL: Final = "secretferry.io/cluster-sync"
+"""On targets a ClusterSecretSync wrote: its name (as sync_label_value spells it), to find them all
+with one selector. Ownership itself is SYNC_LABEL (see cluster_sync_label_value) and the owner
+reference."""
+SYNCED_KEYS_ANNOTATION: Final = "secretferry.io/synced-keys"
+"""On targets a ClusterSecretSync wrote: the names of the keys it wrote there (comma-separated, never
+values). A ClusterSecretSync keeps no status per namespace on the apiserver, so after a restart this
+is what tells its own (retained) keys from someone else's (reconcile/target_writes.py)."""
 DATA_HMAC_ANNOTATION: Final = "secretferry.io/data-hmac"
 MERGE_FROM_ANNOTATION: Final = "secretferry.io/merge-from"
 """On a Secret/ConfigMap someone else owns: the SecretSyncs of its namespace (comma-separated
@@ -30,3 +38,15 @@ def sync_label_value(name: str) -> str:
     digest = hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_CHARS]
     prefix = name[: LABEL_VALUE_MAX - _DIGEST_CHARS - 1].rstrip("-.")
     return f"{prefix}-{digest}"
+
+
+# "_" cannot occur in an object name (a DNS subdomain), so no SecretSync's label value can ever
+# equal a ClusterSecretSync's: a tenant's SecretSync named like the ClusterSecretSync, aimed at its
+# target, is still refused as not ours (guards.py, "labelled ours").
+_CLUSTER_MARK: Final = "cluster_"
+
+
+def cluster_sync_label_value(name: str) -> str:
+    """The SYNC_LABEL value of a target written for ClusterSecretSync ``name``: never a value any
+    SecretSync's name gives (``_CLUSTER_MARK``), shortened like ``sync_label_value``."""
+    return sync_label_value(_CLUSTER_MARK + name)

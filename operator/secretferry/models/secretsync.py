@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from secretferry.models import base, keydecoding, keyrewrite, labels, reserved, templatefrom
+from secretferry.models import base, generators, keydecoding, keyrewrite, labels, reserved, templatefrom
 
 SECRET_SYNC_KIND: Final = "SecretSync"
 
@@ -44,7 +44,12 @@ IdentityKind = Literal["MachineIdentity", "ClusterMachineIdentity"]
 RefreshPolicy = Literal["Periodic", "OnChange", "CreatedOnce"]
 
 _ONE_PROJECT = base.cel(
-    "has(self.projectId) != has(self.projectSlug)", "set exactly one of projectId and projectSlug"
+    "has(self.generatorRef) || (has(self.projectId) != has(self.projectSlug) && has(self.environment))",
+    "set exactly one of projectId and projectSlug, and environment (or generatorRef instead)",
+)
+_GENERATOR_ALONE = base.cel(
+    "!has(self.generatorRef) || (!has(self.projectId) && !has(self.projectSlug) && !has(self.environment))",
+    "a generatorRef source names no projectId, projectSlug or environment",
 )
 _CONFIGMAP_UNTYPED = base.cel(
     "self.kind == 'Secret' || self.type == 'Opaque'", "a ConfigMap target has no type", field_path=".type"
@@ -134,16 +139,24 @@ class MetadataFilter(base.CRModel):
     """Value the metadata key must have, e.g. ``payments``; the same characters as key."""
 
 
-class Source(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT)):
-    """One list call at the service. Keys of later sources override keys of earlier ones."""
+class Source(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT, _GENERATOR_ALONE)):
+    """One list call at the service, or one generator's value (``generatorRef``). Keys of later
+    sources override keys of earlier ones."""
+
+    generator_ref: generators.GeneratorRef | None = None
+    """Instead of a service scope: a PasswordGenerator or UUIDGenerator in the SecretSync's own
+    namespace, e.g. ``{kind: PasswordGenerator, name: db}``, whose key (``password`` or ``uuid``)
+    joins the merged values like a fetched secret (includeKeys, rewrite and decoding apply; no
+    service call). Read from the Secret the generator owns; a regeneration re-syncs at once. Not
+    generated yet, or missing: GeneratorNotReady / GeneratorNotFound, the target keeps what it has."""
 
     project_id: str | None = Field(default=None, min_length=1, max_length=256)
     """ID of the project at the service. Set exactly one of projectId and projectSlug."""
     project_slug: str | None = Field(default=None, min_length=1, max_length=256)
     """Slug of the project at the service, e.g. ``payments-api``, which the operator resolves to its
     ID. Set exactly one of projectId and projectSlug."""
-    environment: str = Field(min_length=1, max_length=256)
-    """Environment slug, e.g. ``prod``."""
+    environment: str | None = Field(default=None, min_length=1, max_length=256)
+    """Environment slug, e.g. ``prod``; required unless generatorRef is set."""
     path: str = Field(default="/", pattern=r"^/", max_length=1024)
     """Folder to list, e.g. ``/`` (the default) or ``/backend/db``. A literal path, not a glob."""
     recursive: bool = False
@@ -183,8 +196,14 @@ class Source(base.CRModel, json_schema_extra=base.validations(_ONE_PROJECT)):
 
     @model_validator(mode="after")
     def _one_project(self) -> Self:
+        if self.generator_ref is not None:
+            if self.project_id is not None or self.project_slug is not None or self.environment is not None:
+                raise ValueError("a generatorRef source names no projectId, projectSlug or environment")
+            return self
         if (self.project_id is None) == (self.project_slug is None):
             raise ValueError("set exactly one of projectId and projectSlug")
+        if self.environment is None:
+            raise ValueError("environment is required (or generatorRef instead)")
         return self
 
 
@@ -315,7 +334,7 @@ class RolloutRestartTarget(base.CRModel):
     """Name of the workload; always in the SecretSync's own namespace."""
 
 
-class SecretSyncSpec(base.CRModel, json_schema_extra=base.validations(templatefrom.NO_NAMESPACE_RULE)):
+class SecretSyncSpec(base.CRModel):
     """Which secrets to copy from the service, logged in as which identity, into which object."""
 
     identity_ref: IdentityRef
@@ -354,12 +373,6 @@ class SecretSyncSpec(base.CRModel, json_schema_extra=base.validations(templatefr
     """Sync a source that lists no secrets (or whose key filters keep none). By default such a
     source stops the sync (SourceEmpty) and the target stays as it is: a mistyped or deleted path
     answers exactly like an empty folder, and must not empty a Secret."""
-
-    @model_validator(mode="after")
-    def _own_namespace(self) -> Self:
-        if self.target.template is not None:
-            templatefrom.refuse_namespaces(self.target.template.template_from)
-        return self
 
     @field_validator("refresh_interval")
     @classmethod

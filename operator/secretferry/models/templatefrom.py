@@ -3,9 +3,10 @@
 Why a reference is safe to let a tenant write (README, "Security model"; the resolution is in
 reconcile/rendering/template_sources.py):
 
-- **only its own namespace**: a SecretSync's references are read in the SecretSync's namespace.
-  The optional ``namespace`` exists for ClusterSecretSync (an admin's kind) and is refused on a
-  SecretSync, by the CRD (CEL) and by the model (``refuse_namespaces``);
+- **only its own namespace**: a reference has no namespace; a SecretSync's are read in the
+  SecretSync's namespace. A ClusterSecretSync (an admin's kind) reads all of its own from the one
+  namespace its admin names (``spec.templatesNamespace``), never from the namespaces it selects,
+  whose tenants may be able to write a labelled ConfigMap there;
 - **only objects that consent**: a ConfigMap or Secret is used only when it carries the label
   ``secretferry.io/template-source: "true"``. Whoever can set that label can write the object,
   and so decides that its content is a template for every SecretSync of the namespace. A tenant
@@ -21,7 +22,6 @@ reconcile/rendering/template_sources.py):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Annotated, Final, Self
 
 from pydantic import Field, StringConstraints, model_validator
@@ -42,16 +42,6 @@ MAX_KEYS: Final = 256
 # A key of Secret/ConfigMap data (models/secretsync.py DATA_KEY_PATTERN, not imported: it imports us).
 _DataKey = Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", min_length=1, max_length=253)]
 
-NAMESPACE_REFUSED: Final = "only a ClusterSecretSync may name a namespace in templateFrom"
-# For the SecretSync spec (models/secretsync.py): no entry of templateFrom names a namespace.
-NO_NAMESPACE_RULE: Final = base.cel(
-    "!has(self.target) || !has(self.target.template) || !has(self.target.template.templateFrom) ||"
-    " self.target.template.templateFrom.all(f,"
-    " (!has(f.configMap) || !has(f.configMap.__namespace__)) &&"
-    " (!has(f.secret) || !has(f.secret.__namespace__)))",
-    NAMESPACE_REFUSED,
-)
-
 
 class TemplateSourceRef(base.CRModel):
     """A ConfigMap or Secret holding templates: each key is the template of the target key of the
@@ -65,11 +55,6 @@ class TemplateSourceRef(base.CRModel):
     """Only these keys of the source are templates, e.g. ``[DATABASE_URL]``; empty (default): every
     key of its ``data``. A key listed here and absent from the source stops the sync
     (TemplateSourceKeyMissing)."""
-    namespace: str | None = Field(
-        default=None, pattern=base.DNS_SUBDOMAIN_PATTERN, max_length=base.DNS_SUBDOMAIN_MAX
-    )
-    """ClusterSecretSync only: the namespace the source is read from. Refused on a SecretSync,
-    whose sources are always in its own namespace."""
 
 
 _ONE_KIND = base.cel("has(self.configMap) != has(self.secret)", "set exactly one of configMap and secret")
@@ -100,9 +85,3 @@ class TemplateFrom(base.CRModel, json_schema_extra=base.validations(_ONE_KIND)):
         ref = self.config_map or self.secret
         assert ref is not None  # the validator requires one
         return ref
-
-
-def refuse_namespaces(entries: Iterable[TemplateFrom]) -> None:
-    """ValueError when any entry names a namespace (a SecretSync's are its own namespace's)."""
-    if any(entry.ref.namespace is not None for entry in entries):
-        raise ValueError(NAMESPACE_REFUSED)

@@ -15,6 +15,8 @@ The controller and its collaborators, one job each::
     recovery         a service host answers again: what waited for it retries now
     resync           the periodic resync of due scopes, and the gauges
     tasks            the background tasks, so that stop cancels every one
+    cluster_syncs    ClusterSecretSyncs in: their LIST+WATCH and the namespaces they select, each
+                     selected namespace an entry of the SecretSync table (the same pass)
 
 The pass, for one SecretSync::
 
@@ -22,6 +24,7 @@ The pass, for one SecretSync::
     target_writes    create/apply/replace/trim the target, or a Problem (decided against the cache)
     ownership        the apply as the SecretSync's own field manager; 0.1's shared one handed over
     sync_report      status patch when it differs, an Event on a Ready transition
+    cluster_report   a ClusterSecretSync's status: counts over its entries, first failures, Ready
     deps             the bag of what the pass needs (built once by the controller)
 
 What the pass decides with, and keeps::
@@ -29,6 +32,8 @@ What the pass decides with, and keeps::
     guards           source and target checks (empty listings, depth, protected, not ours)
     drift            does the target need a write, and which keys to keep or remove
     desired          the desired Secret/ConfigMap: a pure function of (SecretSync, fetched data)
+                     (``ClusterOrigin``: the seam that makes a ClusterSecretSync the writer)
+    cluster_selection  which namespaces a ClusterSecretSync selects; the SecretSync it stands for
     outcomes         service and Kubernetes errors as Problems (the error class decides retry)
     conditions       status.conditions helpers (keep lastTransitionTime when unchanged)
     problems         Problem(reason, message, retriable, retry_after): what status, Events and
@@ -43,12 +48,18 @@ What the pass decides with, and keeps::
     template_trust   who may make the operator compute over values (templates' opt-in)
     rendering/       key rewriting, value decoding (binary values) and template rendering:
                      in child processes, isolated and fair (its own package; rendering/__init__.py)
+    generators/      PasswordGenerator and UUIDGenerator: generate once into an owned Secret,
+                     regenerate on request; their own watches and queue; the value a SecretSync's
+                     generatorRef source reads (its own package; generators/__init__.py)
+    push/            PushSecret: Kubernetes Secrets written to the service; its own intake, queue
+                     and pass, fed by the identity intake's Secret watch (push/__init__.py)
     privileges/      TemporaryPrivilege: an identity's additional privilege at the service, one
                      small loop per resource while leading (its own package; privileges/__init__.py)
 
 Where does a change go::
 
     a new field in SecretSync status        sync_report (and models.secretsync for the CRD)
+    ClusterSecretSync selection or status   cluster_syncs / cluster_selection; cluster_report
     when a Secret is (not) written          drift, guards; the write itself in target_writes
     the order of a pass, or a new step      sync
     a new watch or how events are queued    sync_intake / target_intake

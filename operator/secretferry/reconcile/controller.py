@@ -13,6 +13,7 @@ what it needs, and runs a queued SecretSync through the pass (sync.py).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +23,8 @@ from secretferry import metrics
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.reconcile import (
+    cluster_report,
+    cluster_syncs,
     deps,
     identity_intake,
     identity_status,
@@ -40,7 +43,10 @@ from secretferry.reconcile import (
     template_intake,
 )
 from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile.generators import intake as generator_intake
 from secretferry.reconcile.privileges import manager as privileges_mod
+from secretferry.reconcile.push import intake as push_intake
+from secretferry.reconcile.push import pushing as push_pushing
 from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import scopes as scope_mod
 
@@ -62,6 +68,9 @@ class Controller:
     ) -> None:
         self.settings = settings
         self.clock = clock
+        self.leading = asyncio.Event()
+        """Set while this replica works (started, not stopped): kopf's per-object handlers of
+        DynamicSecretLease (handlers/leases.py) act only then."""
         self.syncs: dict[state.SyncKey, state.SyncEntry] = {}
         self.served = served.ServedNamespaces(
             settings.namespace_selector(), names=settings.watched_namespaces()
@@ -126,8 +135,43 @@ class Controller:
         self.target_intake = target_intake.TargetIntake(
             kube=kube, targets=self.targets, syncs=self.syncs, queue=self.queue
         )
+        # ClusterSecretSyncs: one entry per selected namespace in ``syncs``, through the same pass.
+        self.cluster_records: dict[str, cluster_report.ClusterRecord] = {}
+        self.cluster_report = cluster_report.ClusterReport(
+            kube=kube, syncs=self.syncs, records=self.cluster_records, instance=instance
+        )
+        self.cluster_syncs = cluster_syncs.ClusterSyncs(
+            kube=kube,
+            settings=settings,
+            syncs=self.syncs,
+            queue=self.queue,
+            namespaces=self.identities.namespaces,
+            sync_intake_=self.sync_intake,
+            records=self.cluster_records,
+            report=self.cluster_report,
+            background=self.background,
+            serves=self.served.serves,
+        )
         self.template_intake = template_intake.TemplateSourceIntake(
             kube=kube, syncs=self.syncs, queue=self.queue
+        )
+        self.push = push_intake.PushIntake(
+            deps=push_pushing.PushDeps(
+                kube=kube,
+                identities=self.identities,
+                routes=self.fetcher.routes,
+                slugs=self.slugs,
+                hmac_key=hmac_key,
+                instance=instance,
+                syncs=lambda: ((key, entry.body) for key, entry in self.syncs.items()),
+            ),
+            workers=settings.workers,
+            backoff_initial_seconds=settings.backoff_initial_seconds,
+            backoff_max_seconds=settings.backoff_max_seconds,
+            serves=self.served.serves,
+        )
+        self.generators = generator_intake.GeneratorIntake(
+            kube=kube, instance=instance, enqueue_sync=self._generator_wrote, served=self.served
         )
         self.identity_intake = identity_intake.IdentityIntake(
             kube=kube,
@@ -138,6 +182,9 @@ class Controller:
             status=self.identity_status,
             served_namespaces=self.served,
             on_namespace_served=self._namespace_served,
+            on_namespace=self.cluster_syncs.namespace_changed,
+            on_secret=self.push.secret_seen,
+            on_identity=self.push.identity_changed,
         )
         self.resync = resync.Resync(
             settings=settings,
@@ -167,11 +214,14 @@ class Controller:
             step_aside=lambda: self.queue.step_aside(max_wait_seconds=_STEP_ASIDE_MAX_SECONDS),
             off_slot=self.queue.off_slot,
             template_sources=self.template_intake,
+            on_cluster_report=self.cluster_report.entry_reported,
+            generator_sources=self.generators,
         )
 
     # --- lifecycle (handlers/operator.py: at once, or once this replica leads) -----------------
     async def start(self) -> None:
         self.identity_intake.take_over()
+        self.leading.set()
         boot = startup.boot(
             settings=self.settings,
             background=self.background,
@@ -179,16 +229,45 @@ class Controller:
             targets=self.target_intake,
             templates=self.template_intake,
             identities=self.identity_intake,
+            clusters=self.cluster_syncs,
+            cluster_report_=self.cluster_report,
             resync_=self.resync,
             queue=self.queue,
             served_=self.served,
         )
         self.background.spawn(boot, "start-up")
+        self.background.spawn(self._start_push(), "start pushsecrets")
+        self._start_generators()
         self.background.spawn(self._start_privileges(), "temporary privileges")
 
     async def _start_privileges(self) -> None:
+        """TemporaryPrivileges (reconcile/privileges/), once the identities are read (else their
+        granter would read as missing for a moment)."""
         await self.identity_intake.listed.wait()
         await self.privileges.start()
+
+    async def _start_push(self) -> None:
+        """PushSecrets (reconcile/push/): their own watch and queue, once the identities are read
+        (else the first passes would report IdentityNotFound)."""
+        await self.identity_intake.listed.wait()
+        namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
+        for ns in namespaces:
+            self.background.spawn(self.push.watch(ns), f"watch pushsecrets {ns or '*'}")
+        self.push.queue.start()
+
+    def _start_generators(self) -> None:
+        """PasswordGenerators and UUIDGenerators (generators/intake.py): their own watches and
+        workers, apart from the SecretSync start-up (they are few, and wait for nothing)."""
+        at_once = asyncio.Event()
+        at_once.set()
+        namespaces: list[str | None] = list(self.settings.watched_namespaces()) or [None]
+        for ns in namespaces:
+            for kind in generator_intake.KINDS:
+                self.background.spawn(self.generators.watch(kind, ns, at_once), f"watch {kind}s {ns or '*'}")
+            self.background.spawn(
+                self.generators.watch_secrets(ns, at_once), f"watch generator Secrets {ns or '*'}"
+            )
+        self.background.spawn(self.generators.run(), "generator workers")
 
     async def wait_ready(self) -> None:
         await self.target_intake.ready.wait()
@@ -197,7 +276,9 @@ class Controller:
         # Nothing new first (no identity checks, no passes), then what runs: once stop begins, this
         # replica may have lost its Lease, and every write from here on could race the new leader.
         self.identity_intake.step_down()
+        self.leading.clear()
         await self.queue.stop()
+        await self.push.queue.stop()
         await self.privileges.stop()
         await self.background.cancel_all()
         await self.streaming.manager.close()
@@ -219,9 +300,16 @@ class Controller:
         if serve:
             self.identity_intake.namespace_served(namespace)
             self.background.spawn_side(self.sync_intake.take_in(namespace))
+            self.background.spawn_side(self.generators.take_in(namespace))
         else:
             self.sync_intake.let_go(namespace)
+            self.generators.let_go(namespace)
             self.identity_intake.namespace_let_go(namespace)
+
+    def _generator_wrote(self, key: state.SyncKey) -> None:
+        """A generator a SecretSync reads wrote a new value: that SecretSync re-reads it, now."""
+        if key in self.syncs:
+            self.queue.enqueue(key, live=True)
 
     # --- the worker: one queued SecretSync through the pass -----------------------------------
     async def _work(self, key: state.SyncKey) -> None:

@@ -17,6 +17,7 @@ from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile import problems, rollouts, state
+from secretferry.reconcile.generators import intake as generator_intake
 from secretferry.reconcile.rendering import template_sources
 from secretferry.service import fetcher as fetcher_mod
 from secretferry.service import scopes as scope_mod
@@ -45,3 +46,8 @@ class Deps:
     template_sources: template_sources.Reader | None = None
     """Where templateFrom's ConfigMaps and Secrets are read (template_intake.py); None: a
     SecretSync with templateFrom fails (tests and tools without a watch)."""
+    on_cluster_report: Callable[[state.SyncEntry], None] = lambda entry: None
+    """Told when the status of an entry expanded from a ClusterSecretSync changed (it has no
+    object of its own to patch): its ClusterSecretSync's counts are due (cluster_report.py)."""
+    generator_sources: generator_intake.GeneratorIntake | None = None
+    """Which SecretSyncs read which generators (a new value queues them); None: tests and tools."""

@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from secretferry.models import base, labels, secretsync
+from secretferry.models import base, clustersecretsync, labels, secretsync
 from secretferry.reconcile import problems, reasons
 from secretferry.reconcile.rendering import binary, decoding, pool, rewrite, templating
 
@@ -73,6 +73,28 @@ class FetchedSource:
     depth: int = 0
     """How many folders below the source's path the deepest listed secret sits (0 when not
     recursive): what tells that a recursive listing reached the service's depth limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterOrigin:
+    """The ClusterSecretSync a per-namespace entry was expanded from (reconcile/cluster_syncs.py).
+
+    The seam between the SecretSync pass and the cluster kind: with an origin, the target shows
+    the ClusterSecretSync as its writer (its owner reference, a sync label no SecretSync name can
+    produce, its own field manager), not the SecretSync the pass was handed, which exists only in
+    memory. Everything else (sources, rewriting, templates, guards) is the SecretSync's.
+    """
+
+    name: str
+    uid: str
+    templates_namespace: str | None = None
+    """Where templateFrom's sources are read (the spec's templatesNamespace), not this namespace."""
+
+    @property
+    def writer(self) -> str:
+        """Field manager name and merge/rollout name: ``clustersecretsync.<name>``; no SecretSync
+        of that name can collide with it in a way that matters, since its label differs."""
+        return f"clustersecretsync.{self.name}"
 
 
 class OwnerReference(BaseModel):
@@ -229,6 +251,7 @@ async def render_and_build(
     hmac_key: bytes,
     renderer: pool.RenderPool,
     templates: Mapping[str, str] | None = None,
+    origin: ClusterOrigin | None = None,
 ) -> DesiredObject:
     """``build_desired``, with the templates (if any) rendered by ``renderer``: in a worker
     process under CPU, memory and output limits, never on the event loop (pool.py).
@@ -237,14 +260,16 @@ async def render_and_build(
     inline ``template.data``."""
     texts = _texts(sync.spec.target.template, templates)
     if not texts:
-        return build_desired(sync, fetched, hmac_key=hmac_key, rendered={}, templates=texts)
+        return build_desired(sync, fetched, hmac_key=hmac_key, rendered={}, templates=texts, origin=origin)
     secrets = merge_sources(sync.spec.sources, fetched)
     try:
         rendered = await renderer.render(texts, secrets, tenant=sync.metadata.namespace or "")
     except templating.TemplateRenderError as exc:
         failure = str(exc)
     else:
-        return build_desired(sync, fetched, hmac_key=hmac_key, rendered=rendered, templates=texts)
+        return build_desired(
+            sync, fetched, hmac_key=hmac_key, rendered=rendered, templates=texts, origin=origin
+        )
     raise problems.Problem(reasons.TEMPLATE_ERROR, failure)
 
 
@@ -255,8 +280,11 @@ def build_desired(
     hmac_key: bytes,
     rendered: Mapping[str, binary.Value] | None = None,
     templates: Mapping[str, str] | None = None,
+    origin: ClusterOrigin | None = None,
 ) -> DesiredObject:
     """The target object for ``sync`` given one FetchedSource per ``spec.sources`` entry.
+
+    ``origin``: the ClusterSecretSync ``sync`` was expanded from, when it was (``ClusterOrigin``).
 
     ``hmac_key``: the operator's key; the data HMAC is keyed per object from it (``object_key``).
 
@@ -283,16 +311,16 @@ def build_desired(
         name=sync.target_name,
         namespace=namespace,
         type=secret_type,
-        labels=_labels(sync) if managed else dict(target.labels),
+        labels=_labels(sync, origin) if managed else dict(target.labels),
         annotations={**target.annotations, labels.DATA_HMAC_ANNOTATION: digest}
         if managed
         else dict(target.annotations),
         string_data=dict(sorted(data.items())),
         data_hmac=digest,
-        owner=_owner(sync) if target.creation_policy == "Owner" else None,
+        owner=_owner(sync, origin) if target.creation_policy == "Owner" else None,
         creation_policy=target.creation_policy,
         deletion_policy=target.deletion_policy,
-        sync_name=sync.metadata.name,
+        sync_name=sync.metadata.name if origin is None else origin.writer,
     )
 
 
@@ -393,15 +421,34 @@ def _check_size(data: Mapping[str, binary.Value]) -> None:
         )
 
 
-def _labels(sync: secretsync.SecretSync) -> dict[str, str]:
-    return {
+def sync_label(sync: secretsync.SecretSync, origin: ClusterOrigin | None) -> str:
+    """The SYNC_LABEL value of the targets ``sync`` writes (its origin's, when expanded from one)."""
+    if origin is not None:
+        return labels.cluster_sync_label_value(origin.name)
+    return labels.sync_label_value(sync.metadata.name)
+
+
+def _labels(sync: secretsync.SecretSync, origin: ClusterOrigin | None) -> dict[str, str]:
+    found = {
         **sync.spec.target.labels,
         labels.MANAGED_BY_LABEL: labels.MANAGED_BY_VALUE,
-        labels.SYNC_LABEL: labels.sync_label_value(sync.metadata.name),
+        labels.SYNC_LABEL: sync_label(sync, origin),
     }
+    if origin is not None:
+        found[labels.CLUSTER_SYNC_LABEL] = labels.sync_label_value(origin.name)
+    return found
 
 
-def _owner(sync: secretsync.SecretSync) -> OwnerReference:
+def _owner(sync: secretsync.SecretSync, origin: ClusterOrigin | None) -> OwnerReference:
+    if origin is not None:
+        # A cluster-scoped owner of a namespaced object: the garbage collector deletes the target
+        # when the ClusterSecretSync goes.
+        return OwnerReference(
+            api_version=base.API_VERSION,
+            kind=clustersecretsync.CLUSTER_SECRET_SYNC_KIND,
+            name=origin.name,
+            uid=origin.uid,
+        )
     if sync.metadata.uid is None:
         raise ValueError("an owned target needs the SecretSync's uid")
     return OwnerReference(

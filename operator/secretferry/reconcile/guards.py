@@ -87,6 +87,8 @@ _SourceCheck = Callable[[int, secretsync.Source, FetchedSource], problems.Proble
 
 
 def _where(index: int, source: secretsync.Source) -> str:
+    if source.generator_ref is not None:
+        return f"source {index} ({source.generator_ref.kind} {source.generator_ref.name})"
     project = source.project_id or source.project_slug
     return f"source {index} (project {project} environment {source.environment} path {source.path})"
 

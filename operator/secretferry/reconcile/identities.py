@@ -25,7 +25,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pydantic
 
@@ -57,6 +57,20 @@ _TEMPLATE_OPT_IN_TTL_SECONDS = 5.0
 _API_AUDIENCES_TTL_SECONDS = 3600.0
 
 IdentityKey = tuple[str, str, str]  # (kind, namespace or "", name)
+
+
+class _RefSpec(Protocol):
+    @property
+    def identity_ref(self) -> sync_models.IdentityRef: ...
+
+
+class Referrer(Protocol):
+    """What names an identity: a SecretSync, or a PushSecret (same ``spec.identityRef``)."""
+
+    @property
+    def metadata(self) -> models_base.ObjectMeta: ...
+    @property
+    def spec(self) -> _RefSpec: ...
 
 
 def key_str(key: IdentityKey) -> str:
@@ -193,10 +207,14 @@ class IdentityRegistry:
         return list(self._entries.values())
 
     # --- resolution for a SecretSync ----------------------------------------------------------
-    async def resolve(self, sync: sync_models.SecretSync) -> IdentityEntry:
-        """The identity ``sync`` names, after the isolation checks; raises ``problems.Problem``."""
-        ref = sync.spec.identity_ref
-        namespace = sync.metadata.namespace or ""
+    async def resolve(self, sync: Referrer) -> IdentityEntry:
+        """The identity ``sync`` names, after the isolation checks; raises ``problems.Problem``.
+        ``sync``: a SecretSync, or a PushSecret (whose writes trust.py checks further)."""
+        return await self.resolve_ref(sync.spec.identity_ref, sync.metadata.namespace or "")
+
+    async def resolve_ref(self, ref: sync_models.IdentityRef, namespace: str) -> IdentityEntry:
+        """The identity ``ref`` names for an object in ``namespace`` (any kind that carries an
+        ``identityRef``), after the same isolation checks; raises ``problems.Problem``."""
         key: IdentityKey = (ref.kind, namespace if ref.kind == MACHINE else "", ref.name)
         entry = self._entries.get(key)
         where = f"in namespace {namespace}" if ref.kind == MACHINE else "(cluster-scoped)"

@@ -60,8 +60,21 @@ class IdentityIntake:
         status: identity_status.IdentityStatus,
         served_namespaces: served.ServedNamespaces | None = None,
         on_namespace_served: Callable[[str, bool], None] | None = None,
+        on_namespace: Callable[[str | None], None] = lambda name: None,
+        on_secret: Callable[[str, str, Mapping[str, Any] | None], None] | None = None,
+        on_identity: Callable[[str, str | None, str], None] | None = None,
     ) -> None:
         self._kube = kube
+        # Every Secret's metadata as this watch sees it (None: deleted), for PushSecrets' sources
+        # (reconcile/push/intake.py): the one Secret watch serves both.
+        self._on_secret = on_secret
+        # An identity changed, appeared, went, or lost or regained its consent: (kind, namespace,
+        # name), for the PushSecrets naming it (reconcile/push/intake.py).
+        self._on_identity = on_identity
+        self.listed = asyncio.Event()
+        """Set once ``list_all`` read every identity (PushSecrets and TemporaryPrivileges wait for
+        it: push/intake.py, privileges/manager.py; their identity would otherwise read as missing
+        for a moment at each start)."""
         self._settings = settings
         self._identities = identities
         self._syncs = syncs
@@ -69,10 +82,10 @@ class IdentityIntake:
         self._status = status
         self._served = served_namespaces or served.ServedNamespaces(None)
         self._on_namespace_served = on_namespace_served
+        self._on_namespace = on_namespace
+        """Told of each namespace created, changed or deleted, and (None) of each complete listing:
+        the ClusterSecretSyncs' selections follow (cluster_syncs.py)."""
         self.leading = False
-        self.listed = asyncio.Event()
-        """Set once ``list_all`` has read the identities (TemporaryPrivileges wait for it: their
-        granter would otherwise read as missing for a moment at each start)."""
 
     def take_over(self) -> None:
         """This replica leads from now on: identity events reach the SecretSyncs, not just the registry."""
@@ -153,6 +166,8 @@ class IdentityIntake:
         for key, e in self._syncs.items():
             if _uses(e, kind, meta.get("namespace"), meta.get("name", "")):
                 self._queue.enqueue(key, live=False)  # possibly thousands: behind user changes
+        if self._on_identity is not None:
+            self._on_identity(kind, meta.get("namespace"), meta.get("name", ""))
 
     # --- watches -------------------------------------------------------------------------------
     async def watch_namespaces(self, lists_may_start: asyncio.Event | None = None) -> None:
@@ -171,11 +186,13 @@ class IdentityIntake:
             for gone in self._served.listing_done(seen):
                 self._served_changed(gone, False)
             seen.clear()
+            self._on_namespace(None)
             return
         name = str((event.object.get("metadata") or {}).get("name", ""))
         if event.type == "DELETED":
             self._identities.namespaces.gone(name)
             self._served_changed(name, self._served.gone(name))
+            self._on_namespace(name)
             return
         seen.add(name)
         labels = kube_namespaces.labels_of(event.object)
@@ -184,6 +201,7 @@ class IdentityIntake:
                 [k for k, e in self._syncs.items() if k[0] == name and _identity_kind(e) == ident_mod.CLUSTER]
             )
         self._served_changed(name, self._served.observe(name, labels))
+        self._on_namespace(name)
 
     def _served_changed(self, namespace: str, serve: bool | None) -> None:
         if serve is None:
@@ -209,6 +227,12 @@ class IdentityIntake:
             meta = event.object.get("metadata") or {}
             annotations = None if event.type == "DELETED" else dict(meta.get("annotations") or {})
             self.consent_seen(kind, str(meta.get("namespace", "")), str(meta.get("name", "")), annotations)
+            if kind == "Secret" and self._on_secret is not None and self.leading:
+                self._on_secret(
+                    str(meta.get("namespace", "")),
+                    str(meta.get("name", "")),
+                    None if event.type == "DELETED" else meta,
+                )
 
     def consent_seen(
         self, kind: str, namespace: str, name: str, annotations: Mapping[str, str] | None
@@ -231,6 +255,8 @@ class IdentityIntake:
             self._status.spawn_check(entry)  # lost: reports not Ready; back: logs in now
             kind_, namespace_, name_ = entry.key
             self._requeue([k for k, e in self._syncs.items() if _uses(e, kind_, namespace_, name_)])
+            if self._on_identity is not None:
+                self._on_identity(kind_, namespace_, name_)
 
     def _requeue(self, keys: list[state.SyncKey]) -> None:
         """Queue ``keys`` as live work: a change someone just made (only when leading)."""

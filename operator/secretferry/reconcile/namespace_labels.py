@@ -46,6 +46,10 @@ class NamespaceLabels:
             del self._watched[name]
         self._listed = True
 
+    def known(self) -> Mapping[str, Mapping[str, str]] | None:
+        """Every namespace and its labels, once the watch has listed them all; None before."""
+        return self._watched if self._listed else None
+
     async def get(self, namespace: str) -> dict[str, str]:
         """The namespace's labels; raises a retriable ``problems.Problem`` when they cannot be read."""
         if self._listed and namespace in self._watched:

@@ -13,6 +13,9 @@ READY: Final = "Ready"
 
 # Ready=True.
 SYNCED: Final = "Synced"  # SecretSync: target written (or already up to date)
+NAMESPACES_FAILED: Final = "NamespacesFailed"  # ClusterSecretSync: some selected namespaces fail
+PROGRESSING: Final = "Progressing"  # ClusterSecretSync: some selected namespaces are not synced yet
+NO_NAMESPACES_SELECTED: Final = "NoNamespacesSelected"  # ClusterSecretSync: the selection is empty
 LOGGED_IN: Final = "LoggedIn"  # (Cluster)MachineIdentity: login works
 
 # Ready=False: the spec or its references.
@@ -70,6 +73,41 @@ ON_CHANGE: Final = "OnChange"
 CREATED_ONCE: Final = "CreatedOnce"
 INSTANT_UPDATES_DISABLED: Final = "InstantUpdatesDisabled"
 
+# --- PasswordGenerator / UUIDGenerator (reconcile/generators/) ---
+# Ready=True.
+GENERATED: Final = "Generated"  # the generator's Secret holds a value generated under the current spec
+# The rules changed since the value was generated; kept until the regenerate annotation asks.
+SPEC_CHANGED_SINCE_GENERATED: Final = "SpecChangedSinceGenerated"
+# Ready=False: a SecretSync's generatorRef source.
+GENERATOR_NOT_FOUND: Final = "GeneratorNotFound"  # no such generator in the SecretSync's namespace
+GENERATOR_NOT_READY: Final = "GeneratorNotReady"  # it has no value in a Secret it owns (yet)
+
+# --- DynamicSecretLease (reconcile/leases/) ---------------------------------------------------
+LEASED: Final = "Leased"  # Ready=True: the target holds credentials of a live lease
+LEASE_REPLACED: Final = "LeaseReplaced"  # a new lease replaced one that could not be renewed
+LEASE_REFUSED: Final = "LeaseRefused"  # the service refused the lease (400: TTL, limit, provider)
+LEASE_RENEW_FAILED: Final = "LeaseRenewFailed"  # a renewal failed for a retriable reason; retried
+LEASE_EXPIRED: Final = "LeaseExpired"  # the lease expired before it could be renewed or replaced
+LEASE_LIMIT_REACHED: Final = "LeaseLimitReached"  # the namespace holds maxLeasesPerNamespace leases
+LEASE_DATA_INVALID: Final = "LeaseDataInvalid"  # a key of the lease's data cannot be a Secret key
+LEASE_WRITE_FAILED: Final = "LeaseWriteFailed"  # the apiserver refused the credentials' Secret
+LEASE_REVOKED: Final = "LeaseRevoked"  # Event: revoked at deletion (revocationPolicy Revoke)
+LEASE_RETAINED: Final = "LeaseRetained"  # Event: left to expire at deletion (revocationPolicy Retain)
+LEASE_REVOKE_FAILED: Final = "LeaseRevokeFailed"  # revocation at deletion failed; retried
+TARGET_NOT_OWNED: Final = "TargetNotOwned"  # the Secret exists and is not this lease's
+
+# PushSecret (reconcile/push/): Ready=True.
+PUSHED: Final = "Pushed"  # every key is at the service as pushed
+# PushSecret: Ready=False, or the Conflict condition.
+PUSH_CONFLICT: Final = "PushConflict"  # a value changed at the service; IfNotExists left it
+PUSH_CONFLICT_REPLACED: Final = "PushConflictReplaced"  # Conflict=True: Replace overwrote it
+NO_CONFLICT: Final = "NoConflict"  # Conflict=False
+PUSH_SOURCE_NOT_OPTED_IN: Final = "PushSourceNotOptedIn"  # the Secret is missing or lacks allow-push
+PUSH_SOURCE_EMPTY: Final = "PushSourceEmpty"  # the selected keys are not in the Secret
+PUSH_GENERATOR_NOT_READY: Final = "PushGeneratorNotReady"  # the generator names no Secret yet
+PUSH_NOT_ALLOWED: Final = "PushNotAllowed"  # a ClusterMachineIdentity's pushAllowed does not admit it
+PUSH_FAILED: Final = "PushFailed"  # the service refused a write (403, 404 folder, 4xx)
+PUSH_LOOP: Final = "PushLoop"  # a SecretSync writes the source Secret from the destination folder
 # --- TemporaryPrivilege (reconcile/privileges/) --------------------------------------------------
 # Condition types besides Ready.
 ACTIVE: Final = "Active"  # also the reason of Active=True: the grant is in its window

@@ -26,6 +26,7 @@ from secretferry.models import labels
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import conditions, drift, outcomes, reasons, state
 from secretferry.reconcile import deps as deps_mod
+from secretferry.reconcile import desired as desired_mod
 
 PERIODIC: Final = "Periodic"
 
@@ -97,7 +98,7 @@ async def held(deps: deps_mod.Deps, entry: state.SyncEntry, sync: sync_models.Se
         except kube_errors.KubeError as exc:
             raise outcomes.from_kube_error(exc, what=f"reading {kind} {name}") from exc
         obj = None if found is None else {"kind": kind, **found}
-    present = owned_target(obj, sync_name=sync.metadata.name, status=entry.status)
+    present = owned_target(obj, sync_name=desired_mod.sync_label(sync, entry.origin), status=entry.status)
     if present:
         # As a write would: the target watch then knows whom to queue when it is deleted
         # (after a restart, no write of ours has told it).

@@ -57,9 +57,11 @@ class Resync:
             metrics.STREAM_RECONNECTS.inc(reconnects - self._reconnects_seen)
             self._reconnects_seen = reconnects
             if ticks % _GAUGE_EVERY_TICKS == 0:
-                ready = sum(1 for e in self._syncs.values() if _is_ready(e.status))
+                # SecretSyncs only: a ClusterSecretSync's namespaces have a gauge of their own.
+                own = [e for e in self._syncs.values() if e.origin is None]
+                ready = sum(1 for e in own if _is_ready(e.status))
                 metrics.RESOURCES.labels(ready="true").set(ready)
-                metrics.RESOURCES.labels(ready="false").set(len(self._syncs) - ready)
+                metrics.RESOURCES.labels(ready="false").set(len(own) - ready)
 
 
 def _is_ready(status: Mapping[str, Any]) -> bool:

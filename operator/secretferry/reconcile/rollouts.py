@@ -137,11 +137,32 @@ class RolloutManager:
         self, sync: sync_models.SecretSync, secret_name: str, data_hmac: str, regarding: kube_events.ObjectRef
     ) -> None:
         """Called after a write that changed a Secret's data; finds and schedules the restarts."""
+        explicit = frozenset((t.kind, t.name) for t in sync.spec.rollout_restart_targets)
+        self.changed(
+            sync.metadata.namespace or "",
+            sync.metadata.name,
+            secret_name,
+            data_hmac,
+            explicit=explicit,
+            regarding=regarding,
+        )
+
+    def changed(
+        self,
+        namespace: str,
+        owner_name: str,
+        secret_name: str,
+        data_hmac: str,
+        *,
+        explicit: frozenset[tuple[str, str]],
+        regarding: kube_events.ObjectRef,
+    ) -> None:
+        """``data_changed`` for any kind that writes a Secret and lists rolloutRestartTargets (a
+        DynamicSecretLease too): ``owner_name`` is the name workloads opt in to with
+        ``secretferry.io/restart-on``, under the same rules."""
         if not self._enabled:
             return
-        namespace = sync.metadata.namespace or ""
-        explicit = frozenset((t.kind, t.name) for t in sync.spec.rollout_restart_targets)
-        change = _Change(sync.metadata.name, secret_name, data_hmac, explicit, regarding)
+        change = _Change(owner_name, secret_name, data_hmac, explicit, regarding)
         self._batches.setdefault(namespace, []).append(change)
         if namespace not in self._planners:
             self._planners[namespace] = asyncio.create_task(self._plan_namespace(namespace))

@@ -21,6 +21,8 @@ import logging
 from secretferry import settings as settings_mod
 from secretferry.kube import objects as kube_objects
 from secretferry.reconcile import (
+    cluster_report,
+    cluster_syncs,
     identity_intake,
     resync,
     scheduler,
@@ -45,6 +47,8 @@ async def boot(
     targets: target_intake.TargetIntake,
     templates: template_intake.TemplateSourceIntake,
     identities: identity_intake.IdentityIntake,
+    clusters: cluster_syncs.ClusterSyncs,
+    cluster_report_: cluster_report.ClusterReport,
     resync_: resync.Resync,
     queue: scheduler.Scheduler[state.SyncKey],
     served_: served.ServedNamespaces,
@@ -65,6 +69,9 @@ async def boot(
             background.spawn(
                 templates.watch(kind, ns, lists_may_start), f"watch template-source {kind}s {ns or '*'}"
             )
+    # ClusterSecretSyncs (cluster-scoped): expanded once the namespace watch below has listed.
+    background.spawn(clusters.watch(lists_may_start), "watch clustersecretsyncs")
+    background.spawn(cluster_report_.loop(), "clustersecretsync status")
     # What identities may do (identity_intake.py): namespace labels, and the opt-ins of the
     # ServiceAccounts (only when tokens may be minted at all) and Secrets identities rely on.
     namespaces_list_after = None if served_.selecting else lists_may_start

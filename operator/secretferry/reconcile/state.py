@@ -19,7 +19,7 @@ from secretferry import backoff
 from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import reasons, slim
+from secretferry.reconcile import desired, reasons, slim
 from secretferry.service import scopes as scope_mod
 
 SyncKey = tuple[str, str]  # (namespace, name)
@@ -27,6 +27,21 @@ TargetKey = tuple[str, str, str]  # (kind, namespace, name)
 FORCE_SYNC_ANNOTATION = "secretferry.io/force-sync"
 # Only a fallback: ``bind`` records every key's interval before the key joins a scope.
 _DEFAULT_REFRESH_SECONDS = models_base.parse_duration(sync_models.DEFAULT_REFRESH_INTERVAL)
+
+
+# "/" cannot occur in an object name: a key of an expanded ClusterSecretSync never equals a
+# SecretSync's, in the same dict, queue and scope index (one fetch per scope for both kinds).
+_CLUSTER_KEY_PREFIX = "ClusterSecretSync/"
+
+
+def cluster_key(namespace: str, name: str) -> SyncKey:
+    """The key of ClusterSecretSync ``name``'s entry for ``namespace``."""
+    return (namespace, _CLUSTER_KEY_PREFIX + name)
+
+
+def cluster_name(key: SyncKey) -> str | None:
+    """The ClusterSecretSync a key belongs to, or None for a SecretSync's key."""
+    return key[1][len(_CLUSTER_KEY_PREFIX) :] if key[1].startswith(_CLUSTER_KEY_PREFIX) else None
 
 
 @dataclass
@@ -49,6 +64,10 @@ class SyncEntry:
     scopes: tuple[scope_mod.Scope, ...] = ()
     retry: backoff.Backoff | None = None
     """The backoff of a failing SecretSync; None while it succeeds (most never need one)."""
+    origin: desired.ClusterOrigin | None = None
+    """Set on an entry expanded from a ClusterSecretSync (cluster_syncs.py): ``body`` is then a
+    SecretSync that exists only in memory, its key is ``cluster_key``, its status is kept here
+    only (``sync_report`` hands it to ``Deps.on_cluster_report`` instead of patching it)."""
 
     def parse(self) -> None:
         """Parse ``body`` into ``model`` for one pass (or say in ``invalid`` why it does not parse)."""

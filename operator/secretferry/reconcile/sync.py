@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from secretferry import backoff, metrics
+from secretferry.models import generators
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import (
     collisions,
@@ -38,6 +39,7 @@ from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import desired as desired_mod
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile import refresh as refresh_mod
+from secretferry.reconcile.generators import store as generator_store
 from secretferry.reconcile.rendering import pool, template_sources
 from secretferry.service import auth
 from secretferry.service import errors as service_errors
@@ -117,7 +119,16 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     force, entry.force_pending = entry.force_pending, False
     fetched: list[desired_mod.FetchedSource] = []
     collided: list[collisions.Collision] = []  # one key from several folders: shown in status
-    for source, scope in zip(sync.spec.sources, scopes, strict=True):
+    generator_values = await _generator_sources(deps, entry, sync)
+    if isinstance(generator_values, problems.Problem):
+        return await _failed(deps, entry, generator_values), "source"
+    service_scopes = iter(scopes)
+    for source in sync.spec.sources:
+        if source.generator_ref is not None:
+            # A generator's value, read from the Secret it owns: no service call (generators/).
+            fetched.append(desired_mod.FetchedSource(direct=generator_values[source.generator_ref]))
+            continue
+        scope = next(service_scopes)
         scope_state = deps.scopes.get(scope)
         # A scope nobody holds (refreshPolicy OnChange/CreatedOnce): None, so a new list.
         fresh_after = scope_state.fresh_after if scope_state else None
@@ -156,7 +167,7 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
         return await _failed(deps, entry, source_problem), "source"
 
     try:
-        texts = await _template_texts(deps, sync)
+        texts = await _template_texts(deps, entry, sync)
     except problems.Problem as unresolved:
         # A source that appears, gets its label or changes queues this SecretSync again
         # (template_intake.py); the refresh looks again at what no watch event tells (a source
@@ -168,7 +179,12 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
     try:
         async with wait:
             want = await desired_mod.render_and_build(
-                sync, fetched, hmac_key=deps.hmac_key, renderer=pool.shared(deps.settings), templates=texts
+                sync,
+                fetched,
+                hmac_key=deps.hmac_key,
+                renderer=pool.shared(deps.settings),
+                origin=entry.origin,
+                templates=texts,
             )
     except problems.Problem as unrenderable:
         return await _failed(deps, entry, unrenderable), "render"
@@ -229,12 +245,17 @@ async def _held(
     return None
 
 
-async def _template_texts(deps: deps_mod.Deps, sync: sync_models.SecretSync) -> dict[str, str]:
+async def _template_texts(
+    deps: deps_mod.Deps, entry: state.SyncEntry, sync: sync_models.SecretSync
+) -> dict[str, str]:
     """Target key -> template text: inline ``data``, or with ``templateFrom`` the merge of its
-    sources and ``data`` (rendering/template_sources.py); {} without a template."""
+    sources and ``data`` (rendering/template_sources.py); {} without a template. Sources are in
+    the SecretSync's namespace, or for a ClusterSecretSync's entry in its templatesNamespace."""
     template = sync.spec.target.template
     namespace = sync.metadata.namespace or ""
-    key = (namespace, sync.metadata.name)
+    if entry.origin is not None and entry.origin.templates_namespace is not None:
+        namespace = entry.origin.templates_namespace
+    key = entry.key
     if template is None or not template.template_from:
         if deps.template_sources is not None:
             deps.template_sources.bind(key, ())  # an edit that drops templateFrom: no more re-renders
@@ -288,6 +309,8 @@ async def _scopes(
     identity_key = ident_mod.key_str(identity.key)
     result: list[scope_mod.Scope] = []
     for source in sync.spec.sources:
+        if source.generator_ref is not None or source.environment is None:
+            continue  # a generator's value: read from its Secret, not a scope (_generator_sources)
         project_id = source.project_id
         if project_id is None:
             assert source.project_slug is not None
@@ -313,12 +336,35 @@ async def _scopes(
     return tuple(result)
 
 
+async def _generator_sources(
+    deps: deps_mod.Deps, entry: state.SyncEntry, sync: sync_models.SecretSync
+) -> dict[generators.GeneratorRef, dict[str, str]] | problems.Problem:
+    """``generatorRef`` -> its value, each read from the Secret its generator owns, in the
+    SecretSync's own namespace only (the ref has no namespace). Bound first, so that a generator
+    without a value yet queues this SecretSync with its first one (generators/intake.py)."""
+    namespace = sync.metadata.namespace or ""
+    refs = [s.generator_ref for s in sync.spec.sources if s.generator_ref is not None]
+    if deps.generator_sources is not None:
+        deps.generator_sources.bind(entry.key, [(r.kind, namespace, r.name) for r in refs])
+    found: dict[generators.GeneratorRef, dict[str, str]] = {}
+    for ref in refs:
+        if ref in found:
+            continue
+        try:
+            found[ref] = await generator_store.read_value(deps.kube, ref, namespace=namespace)
+        except problems.Problem as problem:
+            return problem
+    return found
+
+
 def _update_mode(
     deps: deps_mod.Deps, sync: sync_models.SecretSync, scopes: Sequence[scope_mod.Scope]
 ) -> tuple[str, str] | None:
     """Streaming only when every scope is on a healthy stream; None while that is undecided."""
     if not refresh_mod.periodic(sync):
         return refresh_mod.mode(sync)
+    if not scopes:
+        return None  # generator sources only: their watch brings every change, no stream to speak of
     if not sync.spec.instant_updates:
         return reasons.POLLING, f"{reasons.INSTANT_UPDATES_DISABLED}: spec.instantUpdates is false"
     states = [deps.scopes.get(scope) for scope in scopes]

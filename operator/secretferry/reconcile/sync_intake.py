@@ -64,8 +64,11 @@ class SyncIntake:
             self._kube, path=path, namespace=namespace, list_after=lists_may_start
         ):
             if event.type == "SYNCED":
+                # Entries of ClusterSecretSyncs are no SecretSyncs: their intake is cluster_syncs.py.
                 for gone in [
-                    k for k in self._syncs if k not in seen and (namespace is None or k[0] == namespace)
+                    k
+                    for k, e in self._syncs.items()
+                    if k not in seen and e.origin is None and (namespace is None or k[0] == namespace)
                 ]:
                     self.deleted(gone)
                 if not self._initial_listed:

@@ -25,6 +25,7 @@ from secretferry.kube import errors as kube_errors
 from secretferry.kube import events as kube_events
 from secretferry.kube import status as kube_status
 from secretferry.models import base as models_base
+from secretferry.models import clustersecretsync
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import conditions, problems, reasons, slim, state
 from secretferry.reconcile import deps as deps_mod
@@ -51,6 +52,15 @@ _UPDATE_MODE_REASON: Final = _wire("update_mode_reason")
 
 
 def regarding(entry: state.SyncEntry) -> kube_events.ObjectRef:
+    """The object an Event about this entry is on: the SecretSync, or the ClusterSecretSync an
+    expanded entry stands for (it has no object of its own)."""
+    if entry.origin is not None:
+        return {
+            "apiVersion": models_base.API_VERSION,
+            "kind": clustersecretsync.CLUSTER_SECRET_SYNC_KIND,
+            "name": entry.origin.name,
+            "uid": entry.origin.uid,
+        }
     return {
         "apiVersion": models_base.API_VERSION,
         "kind": sync_models.SECRET_SYNC_KIND,
@@ -79,7 +89,8 @@ async def report(
     """
     before = entry.status
     ready: conditions.Status = "True" if ok else "False"
-    metrics.set_sync_condition(entry.key, reasons.READY, ready)  # a no-op unless per_object_metrics
+    if entry.origin is None:  # a ClusterSecretSync's namespaces: secretferry_clustersecretsync_namespaces
+        metrics.set_sync_condition(entry.key, reasons.READY, ready)  # a no-op unless per_object_metrics
     # lastSyncTime moves when the target or the status really changed, not on every no-op pass:
     # a timestamp bump alone would be 10,000 status patches per resync.
     stamp = ok and (wrote or not before.get(_LAST_SYNC_TIME))
@@ -119,6 +130,12 @@ async def report(
     # _known may say "changed" where the model normalises (a message cut to the Condition limit):
     # what the patch would really change decides.
     if not stamp and all(before.get(k) == v for k, v in patch.items() if k != _LAST_SYNC_TIME):
+        return
+    if entry.origin is not None:
+        # One namespace of a ClusterSecretSync: no object of its own; its status is kept in
+        # memory (what drift and refresh read next time) and counted into the ClusterSecretSync's.
+        entry.status = slim.status({**before, **patch})
+        deps.on_cluster_report(entry)
         return
     try:
         await kube_status.patch_status(

@@ -8,12 +8,13 @@ protected or not ours (guards.py). Every refusal is a ``problems.Problem`` the p
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from secretferry import logfields, metrics
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import objects
-from secretferry.models import reserved
+from secretferry.models import labels, reserved
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import deps as deps_mod
 from secretferry.reconcile import desired as desired_mod
@@ -41,7 +42,7 @@ async def write(
         raise refused
     actual = deps.targets.last_seen(tkey)
     if actual is None and want.creation_policy != "Merge":
-        created = await _create(deps, tkey, want, entry=entry)
+        created = await _create(deps, tkey, want, entry=entry, keys=sorted(want.string_data))
         if created is not None:
             deps.targets.own(tkey, entry.key)
             return drift.MISSING, sorted(want.string_data)
@@ -51,6 +52,8 @@ async def write(
         except kube_errors.KubeError as exc:
             raise outcomes.from_kube_error(exc, what=f"reading {want.kind} {want.name}") from exc
     previously = drift.previously_synced(entry.status, kind=want.kind, name=want.name)
+    if entry.origin is not None and "syncedKeys" not in entry.status:
+        previously = _noted_keys(actual)  # a ClusterSecretSync's namespace after a restart
     _check_target(want, actual, previously, protected)
     retained = drift.retained_keys(want, actual, previously)
     keys = sorted(set(want.string_data) | retained)
@@ -58,7 +61,7 @@ async def write(
     deps.targets.own(tkey, entry.key)
     if why is None:
         return None, keys
-    manifest = want.manifest()
+    manifest = _manifest(entry, want, keys)
     if retained and actual is not None:
         for field in ("data", "binaryData"):  # a ConfigMap keeps a retained bytes value in binaryData
             kept = {k: v for k, v in (actual.get(field) or {}).items() if k in retained}
@@ -150,12 +153,34 @@ def _replacement_refused(
     return problems.Problem(problem.reason, f"{problem.message}; {kept}", retriable=problem.retriable)
 
 
+def _manifest(entry: state.SyncEntry, want: desired_mod.DesiredObject, keys: list[str]) -> dict[str, Any]:
+    """``want``'s body; for a ClusterSecretSync's namespace also the names of the keys it holds
+    (``SYNCED_KEYS_ANNOTATION``): its per-namespace status lives in memory only."""
+    manifest = want.manifest()
+    if entry.origin is not None:
+        manifest["metadata"].setdefault("annotations", {})[labels.SYNCED_KEYS_ANNOTATION] = ",".join(keys)
+    return manifest
+
+
+def _noted_keys(actual: Mapping[str, Any] | None) -> list[str]:
+    """The key names a ClusterSecretSync noted on its target (none on a stranger's object: then
+    nothing is taken for ours, and the label check refuses it anyway)."""
+    annotations = ((actual or {}).get("metadata") or {}).get("annotations") or {}
+    noted = str(annotations.get(labels.SYNCED_KEYS_ANNOTATION) or "")
+    return [key for key in noted.split(",") if key]
+
+
 async def _create(
-    deps: deps_mod.Deps, tkey: state.TargetKey, want: desired_mod.DesiredObject, *, entry: state.SyncEntry
+    deps: deps_mod.Deps,
+    tkey: state.TargetKey,
+    want: desired_mod.DesiredObject,
+    *,
+    entry: state.SyncEntry,
+    keys: list[str],
 ) -> dict[str, Any] | None:
     """Create a target the watch cache does not know; None when the name is taken (then the
     caller reads it and checks who owns it, exactly as for a known one)."""
-    manifest = want.manifest()
+    manifest = _manifest(entry, want, keys)
     deps.targets.expect(tkey, manifest)
     try:
         result = await objects.create(deps.kube, manifest, field_manager=ownership.manager(want))

@@ -16,6 +16,7 @@ from secretferry.service import (
     admin,
     client_base,
     events,
+    leases,
     models,
     privileges,
     secrets_v3,
@@ -55,7 +56,9 @@ def _unwrap_project(body: Any) -> Any:
     return body
 
 
-class ServiceClient(privileges.PrivilegeEndpoints, admin.AdminEndpoints, secrets_v3.SecretsV3Endpoints):
+class ServiceClient(
+    privileges.PrivilegeEndpoints, admin.AdminEndpoints, secrets_v3.SecretsV3Endpoints, leases.LeaseEndpoints
+):
     """Async client for one service base URL; use as ``async with ServiceClient(...) as client``.
 
     ``ServiceClient(base_url, *, access_token=None, verify=True, timeout=10.0,

@@ -35,6 +35,19 @@ NAMESPACED_RULES = {
     },
     ("secretferry.io", "secretsyncs/status", "patch"),
     ("secretferry.io", "machineidentities/status", "patch"),
+    # PasswordGenerators and UUIDGenerators: our own watch, the get of a SecretSync's generatorRef.
+    *{
+        ("secretferry.io", kind, verb)
+        for kind in ("passwordgenerators", "uuidgenerators")
+        for verb in ("get", "list", "watch")
+    },
+    ("secretferry.io", "passwordgenerators/status", "patch"),
+    ("secretferry.io", "uuidgenerators/status", "patch"),
+    # DynamicSecretLease: kopf's watch, its finalizer and progress annotations, and status.
+    *{("secretferry.io", "dynamicsecretleases", verb) for verb in ("list", "watch", "patch")},
+    ("secretferry.io", "dynamicsecretleases/status", "patch"),
+    *{("secretferry.io", "pushsecrets", verb) for verb in ("list", "watch", "patch")},
+    ("secretferry.io", "pushsecrets/status", "patch"),
     *{("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")},
     *{("", "configmaps", verb) for verb in ("get", "list", "watch", "create", "patch")},
     ("events.k8s.io", "events", "create"),
@@ -53,6 +66,9 @@ CLUSTER_RULES = {
     ("secretferry.io", "clustermachineidentities", "list"),
     ("secretferry.io", "clustermachineidentities", "watch"),
     ("secretferry.io", "clustermachineidentities/status", "patch"),
+    ("secretferry.io", "clustersecretsyncs", "list"),
+    ("secretferry.io", "clustersecretsyncs", "watch"),
+    ("secretferry.io", "clustersecretsyncs/status", "patch"),
     # TemporaryPrivileges: watched, our finalizer patched on and off, status written.
     ("secretferry.io", "temporaryprivileges", "list"),
     ("secretferry.io", "temporaryprivileges", "watch"),

@@ -186,7 +186,7 @@ def test_helm_install_creates_the_objects(
     assert _exists(control_plane, "service", f"{full}-metrics", "-n", ns)
     assert _exists(control_plane, "clusterrole", full)
     assert _exists(control_plane, "clusterrolebinding", full)
-    for crd in ("secretsyncs", "machineidentities", "clustermachineidentities"):
+    for crd in ("secretsyncs", "machineidentities", "clustermachineidentities", "clustersecretsyncs"):
         _wait_established(control_plane, [f"{crd}.secretferry.io"])
     deployment = json.loads(control_plane.kubectl("get", "deployment", full, "-n", ns, "-o", "json"))
     pod = deployment["spec"]["template"]["spec"]
@@ -212,6 +212,8 @@ def test_helm_install_creates_the_objects(
         ("watch", "secretsyncs.secretferry.io", "--all-namespaces"),
         ("patch", "secretsyncs.secretferry.io", "--subresource=status", "-n", "default"),
         ("patch", "clustermachineidentities.secretferry.io", "--subresource=status"),
+        ("watch", "clustersecretsyncs.secretferry.io"),
+        ("patch", "clustersecretsyncs.secretferry.io", "--subresource=status"),
         ("create", "serviceaccounts", "--subresource=token", "-n", "default"),
         ("patch", "deployments.apps", "-n", "default"),
         ("create", "events.events.k8s.io", "-n", "default"),
@@ -226,6 +228,7 @@ def test_helm_install_creates_the_objects(
         ("delete", "configmaps", "-n", "default"),
         ("create", "events", "-n", "default"),  # core events: kopf's posting is off
         ("patch", "secretsyncs.secretferry.io", "-n", "default"),  # spec and metadata: never
+        ("patch", "clustersecretsyncs.secretferry.io"),  # spec and metadata: never
         ("get", "deployments.apps", "-n", "default"),
         ("update", "serviceaccounts", "-n", "default"),
         ("update", "namespaces"),

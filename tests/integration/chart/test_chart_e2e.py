@@ -129,6 +129,22 @@ def _sync_end_to_end(cp: ControlPlane, service: DevServer, app_ns: str) -> None:
         interval=0.05,
     )
     assert time.monotonic() - started < 15  # against a 3 h refresh interval
+    # A generator under the chart's RBAC: watched, its Secret created, its status patched.
+    cp.apply(
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "PasswordGenerator",
+            "metadata": {"name": "gen", "namespace": app_ns},
+            "spec": {},
+        }
+    )
+    harness.eventually(
+        lambda: (
+            (harness.ready(cp, app_ns, "gen", kind="passwordgenerator") or {}).get("reason") == "Generated"
+        ),
+        what="the generator's Secret under the chart's RBAC",
+    )
+    harness.VALUES.add((harness.secret_data(cp, app_ns, "gen") or {})["password"])
 
 
 def _temporary_privilege_lifecycle(cp: ControlPlane) -> None:

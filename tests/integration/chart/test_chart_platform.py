@@ -113,7 +113,14 @@ def test_aggregated_roles_give_namespaced_kinds_to_the_built_in_roles(render: Re
     assert all(
         v == "true" for r in (view, edit, admin) for k, v in r["metadata"]["labels"].items() if aggregate in k
     )
-    kinds = ("secretsyncs", "machineidentities")
+    kinds = (
+        "secretsyncs",
+        "machineidentities",
+        "passwordgenerators",
+        "uuidgenerators",
+        "dynamicsecretleases",
+        "pushsecrets",
+    )
     reads = {("secretferry.io", k, v) for k in kinds for v in ("get", "list", "watch")}
     writes = {("secretferry.io", k, v) for k in kinds for v in ("create", "update", "patch", "delete")}
     status_reads = {("secretferry.io", f"{k}/status", "get") for k in kinds}
@@ -124,6 +131,8 @@ def test_aggregated_roles_give_namespaced_kinds_to_the_built_in_roles(render: Re
         resources = {res for _, res, _ in rule_triples(role)}
         # Cluster-scoped and able to name any host or ServiceAccount: cluster admins only.
         assert not any(res.startswith("clustermachineidentities") for res in resources)
+        # Decides which namespaces receive a Secret: never aggregated to view/edit/admin.
+        assert not any(res.startswith("clustersecretsyncs") for res in resources)
         # Granting an identity more access at the service: cluster admins only.
         assert not any(res.startswith("temporaryprivileges") for res in resources)
         assert not any(res.endswith("/status") and verb != "get" for _, res, verb in rule_triples(role))

@@ -226,6 +226,8 @@ def test_quota_on_our_kinds_in_each_served_namespace(render: Render) -> None:
             "hard": {
                 "count/secretsyncs.secretferry.io": "50",
                 "count/machineidentities.secretferry.io": "20",
+                "count/passwordgenerators.secretferry.io": "50",
+                "count/uuidgenerators.secretferry.io": "50",
             }
         }
     assert by_kind(render(), "ResourceQuota") == []  # off by default

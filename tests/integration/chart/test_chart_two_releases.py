@@ -343,7 +343,7 @@ def test_two_releases_split_the_cluster_by_namespace_label_and_never_touch_each_
         print(f"relabelled namespace let go by A and taken in by B in {handover_seconds * 1000:.0f} ms")
         assert handover_seconds < 5
         service.set_secret(PROJECT_ID, "dev", f"/{moved}", "DB_PASS", f"two-releases-{moved}-v2")
-        _synced(cp, moved, f"two-releases-{moved}-v2", timeout=15)
+        _synced(cp, moved, f"two-releases-{moved}-v2", timeout=60)
 
         # A no longer serves it: with B stopped, a change at the service reaches nobody ...
         op_b.stop()
@@ -352,7 +352,7 @@ def test_two_releases_split_the_cluster_by_namespace_label_and_never_touch_each_
         assert harness.secret_data(cp, moved, "app") == {"DB_PASS": f"two-releases-{moved}-v2"}
         # ... while A still serves its own namespace (the stream is live).
         service.set_secret(PROJECT_ID, "dev", f"/{a1}", "DB_PASS", f"two-releases-{a1}-v2")
-        _synced(cp, a1, f"two-releases-{a1}-v2", timeout=15)
+        _synced(cp, a1, f"two-releases-{a1}-v2", timeout=60)
         # B back: it serves the moved namespace from the start.
         op_b.start()
         _synced(cp, moved, f"two-releases-{moved}-v3", timeout=30)

@@ -251,7 +251,16 @@ def assert_no_values_leaked(cp: ControlPlane, op: OperatorProcess) -> None:
     haystacks = {
         "operator log": op.log_text(),
         "events": _kubectl_all(cp, "events.events.k8s.io", "events"),
-        "custom resources": _kubectl_all(cp, "secretsyncs", "machineidentities", "clustermachineidentities"),
+        "custom resources": _kubectl_all(
+            cp,
+            "secretsyncs",
+            "machineidentities",
+            "clustermachineidentities",
+            "passwordgenerators",
+            "uuidgenerators",
+            "clustersecretsyncs",
+            "pushsecrets",
+        ),
     }
     values = sorted(v for v in VALUES if len(v) >= 6)  # short values would match unrelated text
     assert values, "no values were recorded: the leak check would prove nothing"

@@ -1,7 +1,7 @@
 """A hostile tenant for the tenant-proof tests: exactly the rights a namespace user has, and a
 listener of their own on loopback that records everything sent to it.
 
-The tenant may create/update/get/list/delete MachineIdentities and SecretSyncs in one namespace
+The tenant may create/update/get/list/delete MachineIdentities, SecretSyncs and generators in one namespace
 and nothing else: no pods, no Secrets (not even get), no ServiceAccount tokens. Everything the
 tenant applies goes through the apiserver as that ServiceAccount (a bearer token from
 TokenRequest), so RBAC is real. What the operator then does on the tenant's behalf is what the
@@ -55,7 +55,7 @@ class Tenant:
 
 
 def make_tenant(cp: ControlPlane, namespace: str, workdir: Path) -> Tenant:
-    """A ServiceAccount in ``namespace`` bound to a Role for our two namespaced kinds only."""
+    """A ServiceAccount in ``namespace`` bound to a Role for our namespaced kinds only."""
     cp.kubectl("create", "serviceaccount", TENANT_SA, "-n", namespace)
     cp.apply(
         {
@@ -65,7 +65,15 @@ def make_tenant(cp: ControlPlane, namespace: str, workdir: Path) -> Tenant:
             "rules": [
                 {
                     "apiGroups": ["secretferry.io"],
-                    "resources": ["machineidentities", "secretsyncs"],
+                    # Generators too: the chart aggregates them into edit like SecretSyncs.
+                    "resources": [
+                        "machineidentities",
+                        "secretsyncs",
+                        "passwordgenerators",
+                        "uuidgenerators",
+                        "dynamicsecretleases",
+                        "pushsecrets",
+                    ],
                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
                 }
             ],

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import cluster_helpers
 import harness
 import pytest
 from harness import PROJECT_ID, eventually, secret_data, source
@@ -105,13 +106,37 @@ def test_every_documented_metric_has_samples_after_a_sync(
     eventually(
         lambda: secret_data(control_plane, namespace, "app") == {"K": "metrics-value-2"}, what="update"
     )
-    names = documented_metrics()
-    # Gauges refreshed by the resync loop (every 10 s for secretferry_secretsyncs) need a moment.
-    eventually(lambda: not missing(operator.metrics(), names), what="samples of every documented metric")
-    text = operator.metrics()
-    assert 'secretferry_service_calls_total{endpoint="GET /api/v4/secrets"' in text
-    assert re.search(r'secretferry_logins_total\{method="kubernetes",result="success"\} [1-9]', text)
-    assert re.search(r'secretferry_rollouts_total\{kind="Deployment"\} [1-9]', text)
+    # A ClusterSecretSync over this namespace: its gauge has samples too.
+    cluster_helpers.cluster_identity(control_plane, f"cid-{namespace}", sa_namespace=namespace)
+    css = cluster_helpers.manifest(
+        f"css-{namespace}",
+        identity=f"cid-{namespace}",
+        path=path,
+        namespaces=[namespace],
+        target={"name": "css-metrics"},
+    )
+    control_plane.apply(css)
+    ready_series = (
+        f'secretferry_clustersecretsync_namespaces{{clustersecretsync="css-{namespace}",state="ready"}} 1.0'
+    )
+    try:
+        eventually(
+            lambda: secret_data(control_plane, namespace, "css-metrics") == {"K": "metrics-value-2"},
+            what="the ClusterSecretSync's Secret",
+        )
+        eventually(lambda: ready_series in operator.metrics(), what="the ClusterSecretSync gauge")
+        names = documented_metrics()
+        # Gauges refreshed by the resync loop (every 10 s for secretferry_secretsyncs) need a moment.
+        eventually(lambda: not missing(operator.metrics(), names), what="samples of every documented metric")
+        text = operator.metrics()
+        assert 'secretferry_service_calls_total{endpoint="GET /api/v4/secrets"' in text
+        assert re.search(r'secretferry_logins_total\{method="kubernetes",result="success"\} [1-9]', text)
+        assert re.search(r'secretferry_rollouts_total\{kind="Deployment"\} [1-9]', text)
+    finally:
+        control_plane.kubectl("delete", "clustersecretsync", f"css-{namespace}", check=False)
+        control_plane.kubectl("delete", "clustermachineidentity", f"cid-{namespace}", check=False)
+    # Deleted: its series go with it.
+    eventually(lambda: f'clustersecretsync="css-{namespace}"' not in operator.metrics(), what="series gone")
 
 
 def _condition_samples(metrics_text: str, namespace: str, name: str) -> dict[str, float]:

@@ -282,7 +282,8 @@ def test_a_tenant_cannot_name_another_namespace(
         namespace, "reach", "/", [{"configMap": {"name": "x", "namespace": "kube-system"}}]
     )
     refused = _apply_error(hostile, manifest)
-    assert "only a ClusterSecretSync may name a namespace in templateFrom" in refused
+    # A reference has no namespace field: the apiserver's strict field validation refuses it.
+    assert 'unknown field "spec.target.template.templateFrom[0].configMap.namespace"' in refused
     assert harness.get(control_plane, "secretsync", "reach", namespace) is None
 
 

@@ -152,7 +152,23 @@ INVALID = [
         {"sources": [{"projectId": "a", "projectSlug": "b", "environment": "dev"}]},
         "spec.sources[0]: set exactly one of projectId and projectSlug",
     ),
-    ({"sources": [{"projectId": "a"}]}, "spec.sources[0].environment: is required"),
+    ({"sources": [{"projectId": "a"}]}, "spec.sources[0]: environment is required (or generatorRef instead)"),
+    (
+        {
+            "sources": [
+                {
+                    "projectId": "a",
+                    "environment": "dev",
+                    "generatorRef": {"kind": "UUIDGenerator", "name": "g"},
+                }
+            ]
+        },
+        "spec.sources[0]: a generatorRef source names no projectId, projectSlug or environment",
+    ),
+    (
+        {"sources": [{"generatorRef": {"kind": "Vault", "name": "g"}}]},
+        "spec.sources[0].generatorRef.kind",
+    ),
     (
         {"sources": [{"projectId": "a", "environment": "dev", "path": "app"}]},
         "spec.sources[0].path: string should",
@@ -214,11 +230,6 @@ INVALID = [
         {"target": {"template": {"templateFrom": [{"configMap": {"name": "t", "keys": ["bad key"]}}]}}},
         "spec.target.template.templateFrom[0].configMap.keys[0]: string should match pattern",
     ),
-    # A SecretSync reads templates from its own namespace only (models/templatefrom.py).
-    (
-        {"target": {"template": {"templateFrom": [{"secret": {"name": "t", "namespace": "other"}}]}}},
-        "spec: only a ClusterSecretSync may name a namespace in templateFrom",
-    ),
 ]
 
 
@@ -235,7 +246,7 @@ def test_template_from_alone_is_a_template() -> None:
     )
     assert sync.spec.target.template is not None
     [entry] = sync.spec.target.template.template_from
-    assert (entry.kind, entry.ref.name, entry.ref.keys, entry.ref.namespace) == ("ConfigMap", "t", [], None)
+    assert (entry.kind, entry.ref.name, entry.ref.keys) == ("ConfigMap", "t", [])
 
 
 def test_missing_spec() -> None:

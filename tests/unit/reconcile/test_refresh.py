@@ -15,8 +15,9 @@ import pytest
 from test_sync import HOST, NAME, NAMESPACE, SECRET_PATH, FakeList, World, sync_body
 
 from secretferry.models import labels
+from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import conditions as cond_mod
-from secretferry.reconcile import reasons, refresh, state, sync_intake
+from secretferry.reconcile import desired, reasons, refresh, state, sync_intake
 from secretferry.service import client
 
 pytestmark = pytest.mark.looptime
@@ -218,3 +219,14 @@ async def test_leaving_periodic_lets_go_of_the_scope_and_its_stream(world: World
     assert world.service.calls == 2
     await world.run(body("Periodic", generation=3))
     assert world.deps.scopes.scopes_of(KEY) == (scope,)  # back on the timer (and the stream)
+
+
+def test_a_long_name_recognises_its_target_by_the_label_value() -> None:
+    """The label holds the shortened name (sync_label_value); ``held`` compares with that."""
+    long = "a" * 70
+    parsed = sync_models.SecretSync.from_body(
+        {**sync_body(), "metadata": {"name": long, "namespace": NAMESPACE}}
+    )
+    target = {"kind": "Secret", "metadata": {"labels": {labels.SYNC_LABEL: labels.sync_label_value(long)}}}
+    assert refresh.owned_target(target, sync_name=desired.sync_label(parsed, None), status={})
+    assert not refresh.owned_target(target, sync_name=long, status={})  # what was compared before

@@ -249,5 +249,11 @@ async def test_the_controller_takes_a_namespace_in_and_lets_it_go_as_its_labels_
 
     ctl.identity_intake.namespace_event(watching.WatchEvent("MODIFIED", _ns("b1", release="b").object), seen)
     assert ctl.syncs == {}
-    assert [m for m, _, _ in kube.calls] == ["GET"]  # one LIST; letting go writes nothing
+    # One LIST of SecretSyncs, one per generator kind; letting go writes nothing.
+    assert sorted(p.rsplit("/", 1)[-1] for m, p, _ in kube.calls if m == "GET") == [
+        "passwordgenerators",
+        "secretsyncs",
+        "uuidgenerators",
+    ]
+    assert {m for m, _, _ in kube.calls} == {"GET"}
     await ctl.background.cancel_all()

@@ -200,9 +200,11 @@ def test_nothing_to_write_is_refused_rather_than_emptying_the_target() -> None:
 def test_sources_are_read_in_the_namespace_given() -> None:
     tpl = template(templateFrom=[from_cm("a"), {"secret": {"name": "b"}}])
     assert ts.source_keys(tpl, namespace="ns-1") == [("ConfigMap", "ns-1", "a"), ("Secret", "ns-1", "b")]
-    # A ClusterSecretSync's entry may carry its own (the model refuses it on a SecretSync).
-    cluster = template(templateFrom=[{"configMap": {"name": "a", "namespace": "shared"}}])
-    assert ts.source_keys(cluster, namespace="ns-1") == [("ConfigMap", "shared", "a")]
+    # A reference names no namespace: one smuggled into the body is not read (a ClusterSecretSync
+    # passes its admin's templatesNamespace as ``namespace`` instead).
+    smuggled = template(templateFrom=[{"configMap": {"name": "a", "namespace": "kube-system"}}])
+    assert ts.source_keys(smuggled, namespace="ns-1") == [("ConfigMap", "ns-1", "a")]
+    assert ts.source_keys(smuggled, namespace="platform") == [("ConfigMap", "platform", "a")]
 
 
 class Reader:

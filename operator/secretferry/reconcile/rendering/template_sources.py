@@ -18,8 +18,9 @@ is a value the tenant may not be able to read. So:
   chose (models/reserved.py). Without the label: TemplateSourceNotLabelled, and the object's data
   is never received: the operator lists by that label and reads only the metadata of the rest
   (``Reader``), so nothing of an unlabelled Secret reaches a render, a status or a log;
-- a SecretSync's references are in its own namespace; only a ClusterSecretSync (an admin's kind)
-  may name another one (models/templatefrom.py refuses it on a SecretSync at admission);
+- a reference names no namespace: a SecretSync's are in its own namespace; a ClusterSecretSync's
+  (an admin's kind) are all in the one namespace its admin names (``templatesNamespace``), never
+  in the namespaces it selects;
 - the identity's template opt-in (template_trust.py) is required just as for inline templates.
 
 A labelled source is a template, not a value, and is treated like inline template text: a syntax
@@ -135,11 +136,11 @@ def parse(kind: str, body: Mapping[str, Any]) -> SourceObject:
 
 
 def source_keys(template: sync_models.Template | None, *, namespace: str) -> list[SourceKey]:
-    """The objects ``template`` reads, in entry order: each entry's own ``namespace`` (a
-    ClusterSecretSync's; refused on a SecretSync) or else ``namespace``."""
+    """The objects ``template`` reads, in entry order, all in ``namespace``: a SecretSync's own,
+    or the one a ClusterSecretSync's admin named (``templatesNamespace``)."""
     if template is None:
         return []
-    return [(e.kind, e.ref.namespace or namespace, e.ref.name) for e in template.template_from]
+    return [(e.kind, namespace, e.ref.name) for e in template.template_from]
 
 
 def merge(
@@ -174,7 +175,7 @@ def _templates_of(
 ) -> dict[str, str]:
     ref = entry.ref
     field_path = f"spec.target.template.templateFrom[{index}].{'configMap' if entry.config_map else 'secret'}"
-    what = f"{entry.kind} {ref.namespace or namespace}/{ref.name} ({field_path})"
+    what = f"{entry.kind} {namespace}/{ref.name} ({field_path})"
     if got is Absent.MISSING:
         raise problems.Problem(
             reasons.TEMPLATE_SOURCE_MISSING,

@@ -1,0 +1,242 @@
+"""Generators in: the watches of both kinds and of their Secrets, a small work queue, and which
+SecretSyncs use each generator.
+
+Why a queue of its own and not the SecretSync scheduler: generators are few, each pass is two
+requests, and they must never wait behind a 10,000-SecretSync backlog (nor make it wait). Two
+workers; a key queued while it runs runs again after (no lost change, no concurrent pass of one
+generator — two at once could both generate).
+
+Why watch the Secrets (metadata only, selected by the generator label): a deleted or hand-edited
+Secret is noticed at once (the generator makes a new value, or its consumers re-read the edited
+one) without holding any Secret data here.
+
+Consumers: a SecretSync pass that reads a generator tells ``bind`` (before reading, so one that
+is not ready yet is queued by its first value); every value written queues those SecretSyncs as
+live work — the regenerate → SecretSync target path takes one pass each, well under a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from secretferry import metrics
+from secretferry.kube import client as kube_client
+from secretferry.kube import customresources, watching
+from secretferry.kube import errors as kube_errors
+from secretferry.kube import objects as kube_objects
+from secretferry.models import generators
+from secretferry.reconcile import served as served_mod
+from secretferry.reconcile.generators import pass_, store
+
+log = logging.getLogger(__name__)
+
+GeneratorKey = tuple[str, str, str]
+"""(kind, namespace, name)."""
+SyncKey = tuple[str, str]
+_WORKERS: Final = 2  # generators are few and a pass is two requests; two keep one slow one from blocking
+KINDS: Final = (generators.PASSWORD_GENERATOR_KIND, generators.UUID_GENERATOR_KIND)
+
+
+class GeneratorIntake:
+    def __init__(
+        self,
+        *,
+        kube: kube_client.Kube,
+        instance: str,
+        enqueue_sync: Callable[[SyncKey], None],
+        served: served_mod.ServedNamespaces,
+    ) -> None:
+        self._kube = kube
+        self._instance = instance
+        self._enqueue_sync = enqueue_sync
+        self._served = served
+        self._bodies: dict[GeneratorKey, Mapping[str, Any]] = {}
+        self._pending: dict[GeneratorKey, None] = {}  # ordered set
+        self._running: set[GeneratorKey] = set()
+        self._again: set[GeneratorKey] = set()
+        self._wakeup = asyncio.Event()
+        self._users: dict[GeneratorKey, set[SyncKey]] = {}
+        self._uses: dict[SyncKey, tuple[GeneratorKey, ...]] = {}
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._stored: dict[GeneratorKey, str] = {}
+        """The resourceVersion of each generator's last write: its echo in the Secret watch is
+        not news (the pass queued the consumers already)."""
+
+    # --- SecretSyncs that read generators (the pass's side) ---------------------------------------
+    def bind(self, sync_key: SyncKey, keys: Iterable[GeneratorKey]) -> None:
+        new = tuple(dict.fromkeys(keys))
+        for key in self._uses.pop(sync_key, ()):
+            users = self._users.get(key)
+            if users is not None:
+                users.discard(sync_key)
+                if not users:
+                    del self._users[key]
+        if new:
+            self._uses[sync_key] = new
+            for key in new:
+                self._users.setdefault(key, set()).add(sync_key)
+
+    def users(self, key: GeneratorKey) -> set[SyncKey]:
+        return set(self._users.get(key, ()))
+
+    def _stored_new(self, kind: str, namespace: str, name: str, resource_version: str) -> None:
+        """The pass stored a new value: the consumers re-read it now."""
+        self._stored[(kind, namespace, name)] = resource_version
+        self._written(kind, namespace, name)
+
+    def _written(self, kind: str, namespace: str, name: str) -> None:
+        for sync_key in sorted(self._users.get((kind, namespace, name), ())):
+            self._enqueue_sync(sync_key)
+            metrics.GENERATOR_SOURCE_RESYNCS.inc()
+
+    # --- the watches ------------------------------------------------------------------------------
+    async def watch(self, kind: str, namespace: str | None, lists_may_start: asyncio.Event) -> None:
+        seen: set[GeneratorKey] = set()
+        async for event in watching.watch(
+            self._kube,
+            path=customresources.collection_path(generators.PLURALS[kind]),
+            namespace=namespace,
+            list_after=lists_may_start,
+        ):
+            if event.type == "SYNCED":
+                for gone in [
+                    k for k in self._bodies if k[0] == kind and (namespace is None or k[1] == namespace)
+                ]:
+                    if gone not in seen:
+                        self._bodies.pop(gone, None)
+                seen = set()
+                continue
+            meta = event.object.get("metadata") or {}
+            key: GeneratorKey = (kind, meta.get("namespace", ""), meta.get("name", ""))
+            if event.type == "DELETED":
+                self._bodies.pop(key, None)  # its Secret goes with it (ownerReference)
+                self._stored.pop(key, None)
+                continue
+            if not self._served.serves(key[1]):
+                continue
+            seen.add(key)
+            old = self._bodies.get(key)
+            self._bodies[key] = event.object
+            if old is None or _changed(old, event.object):
+                self.enqueue(key)
+
+    async def watch_secrets(self, namespace: str | None, lists_may_start: asyncio.Event) -> None:
+        """Metadata of the generators' Secrets: a deletion or an edit queues the generator and the
+        SecretSyncs reading it."""
+        async for event in watching.watch(
+            self._kube,
+            path=kube_objects.collection_path("Secret"),
+            label_selector=store.GENERATOR_LABEL,
+            namespace=namespace,
+            list_after=lists_may_start,
+            metadata_only=True,
+        ):
+            if event.type == "SYNCED" or event.listed:
+                continue
+            meta = event.object.get("metadata") or {}
+            for ref in meta.get("ownerReferences") or []:
+                if ref.get("controller") is True and ref.get("kind") in KINDS:
+                    key: GeneratorKey = (ref["kind"], meta.get("namespace", ""), ref.get("name", ""))
+                    if event.type != "DELETED" and meta.get("resourceVersion") == self._stored.get(key):
+                        continue  # our own write's echo
+                    if key in self._bodies:
+                        self.enqueue(key)
+                    self._written(*key)
+
+    async def take_in(self, namespace: str) -> None:
+        """``namespace`` came to match the namespace selector: its generators are served from now
+        on (one LIST per kind; the watch only sees them at their next change otherwise)."""
+        for kind in KINDS:
+            try:
+                items = await customresources.list_items(
+                    self._kube, plural=generators.PLURALS[kind], namespace=namespace
+                )
+            except kube_errors.KubeError as exc:
+                log.warning("listing the %ss of newly served namespace %s: %s", kind, namespace, exc)
+                continue
+            if not self._served.serves(namespace):
+                return  # let go again meanwhile
+            for body in items:
+                key: GeneratorKey = (kind, namespace, (body.get("metadata") or {}).get("name", ""))
+                self._bodies[key] = body
+                self.enqueue(key)
+
+    def let_go(self, namespace: str) -> None:
+        """``namespace`` is no longer served: forget its generators (in memory only)."""
+        for key in [k for k in self._bodies if k[1] == namespace]:
+            del self._bodies[key]
+            self._pending.pop(key, None)
+
+    # --- the queue --------------------------------------------------------------------------------
+    def enqueue(self, key: GeneratorKey) -> None:
+        if key in self._running:
+            self._again.add(key)
+            return
+        self._pending[key] = None
+        self._wakeup.set()
+
+    def _enqueue_later(self, key: GeneratorKey, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        handle: asyncio.TimerHandle | None = None
+
+        def fire() -> None:
+            if handle is not None:
+                self._timers.discard(handle)
+            self.enqueue(key)
+
+        handle = loop.call_later(delay, fire)
+        self._timers.add(handle)
+
+    async def run(self) -> None:
+        """The workers, until cancelled."""
+        workers = [asyncio.create_task(self._worker(), name=f"generator-worker-{i}") for i in range(_WORKERS)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            for task in workers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            for handle in self._timers:
+                handle.cancel()
+            self._timers.clear()
+
+    async def _worker(self) -> None:
+        while True:
+            while not self._pending:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            key = next(iter(self._pending))
+            del self._pending[key]
+            body = self._bodies.get(key)
+            if body is None:
+                continue
+            self._running.add(key)
+            try:
+                delay = await pass_.reconcile(
+                    self._kube, key[0], body, instance=self._instance, on_written=self._stored_new
+                )
+            except Exception:  # a bug must not end the worker: log, and look again later
+                log.exception("generator %s %s/%s: the pass failed", *key)
+                delay = 5.0
+            finally:
+                self._running.discard(key)
+            if key in self._again:
+                self._again.discard(key)
+                self.enqueue(key)
+            elif delay is not None:
+                self._enqueue_later(key, delay)
+
+
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """A change worth a pass: the spec (generation), or the annotations (the regenerate token).
+    A status-only change (our own patch echoing back) is not."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    return old_meta.get("generation") != new_meta.get("generation") or (
+        old_meta.get("annotations") != new_meta.get("annotations")
+    )
