@@ -111,6 +111,17 @@ EVENTS_COMBINED = Counter(
 # The usual build-info idiom: a constant 1 whose labels say what runs, so a dashboard can join on it
 # or count replicas by version during an upgrade. Set here, at import, because it never changes
 # within a process; one series per process, so bounded.
+# TemporaryPrivileges by state (reconcile/privileges/report.py); every state is set from the start,
+# so a dashboard reads 0 rather than no series.
+PRIVILEGE_STATES = ("active", "pending", "expired", "failed")
+TEMPORARY_PRIVILEGES = Gauge(
+    "secretferry_temporary_privileges",
+    "TemporaryPrivileges by state: active (in its window), pending, expired, failed (none at the service).",
+    ["state"],
+)
+for _state in PRIVILEGE_STATES:
+    TEMPORARY_PRIVILEGES.labels(state=_state).set(0)
+
 BUILD_INFO = Gauge(
     "secretferry_build_info",
     "Always 1; the labels name the running secretferry and Python versions.",

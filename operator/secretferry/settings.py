@@ -330,6 +330,21 @@ class Settings(BaseSettings):
         " lease duration otherwise leaves time for.",
     )
 
+    # --- TemporaryPrivilege ---------------------------------------------------------------------
+    allow_permanent_privileges: bool = Field(
+        False,
+        description="Let a TemporaryPrivilege set permanent: true (a grant with no end). Off: such a"
+        " resource is refused with PermanentNotAllowed and nothing is created at the service, so a"
+        " forgotten resource can never leave an identity with more access forever.",
+    )
+    privilege_check_interval_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds between reads of each TemporaryPrivilege's privilege at the service: a"
+        " privilege deleted or changed there behind our back is recreated or corrected within this"
+        " time. The end of a grant's window needs no read (a timer at expiresAt updates the status).",
+    )
+
     @model_validator(mode="after")
     def _hosts_parse(self) -> Self:
         """A host that does not parse, or a default host every identity would be refused (plain

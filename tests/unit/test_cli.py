@@ -28,6 +28,7 @@ CRD_NAMES = [
     "uuidgenerators.secretferry.io",
     "dynamicsecretleases.secretferry.io",
     "pushsecrets.secretferry.io",
+    "temporaryprivileges.secretferry.io",
 ]
 COMMANDS = ["run", "crds", "dev-server", "settings-reference"]
 

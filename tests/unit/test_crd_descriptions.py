@@ -73,6 +73,7 @@ def test_every_kind_is_read() -> None:
         "ClusterSecretSync",
         "DynamicSecretLease",
         "PushSecret",
+        "TemporaryPrivilege",
     }
 
 

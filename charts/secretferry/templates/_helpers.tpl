@@ -205,6 +205,15 @@ them (render) and proves them sufficient (e2e: the operator runs with exactly th
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get", "list", "watch"]
+# TemporaryPrivileges (cluster-scoped): watched, their finalizer added and removed (patch on the
+# object: metadata.finalizers only), status written. Never create, update or delete: they are
+# an admin's objects.
+- apiGroups: ["secretferry.io"]
+  resources: ["temporaryprivileges"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["secretferry.io"]
+  resources: ["temporaryprivileges/status"]
+  verbs: ["patch"]
 # kopf watches CRDs to notice ours being (re)installed; definitions only, no custom objects.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
@@ -258,6 +267,10 @@ an extraEnv entry that repeats one of these names).
   value: {{ .Values.config.rolloutsEnabled | quote }}
 - name: SECRETFERRY_TOKEN_REQUESTS_ENABLED
   value: {{ .Values.config.tokenRequestsEnabled | quote }}
+- name: SECRETFERRY_ALLOW_PERMANENT_PRIVILEGES
+  value: {{ .Values.config.allowPermanentPrivileges | quote }}
+- name: SECRETFERRY_PRIVILEGE_CHECK_INTERVAL_SECONDS
+  value: {{ .Values.config.privilegeCheckIntervalSeconds | quote }}
 - name: SECRETFERRY_HMAC_KEY_SECRET
   value: {{ .Values.config.hmacKeySecret | quote }}
 - name: SECRETFERRY_METRICS_PORT

@@ -32,6 +32,7 @@ from secretferry.devserver.stats import StatsMiddleware
 log = logging.getLogger(__name__)
 V4_SECRETS = "/api/v4/secrets"  # everything below it goes with --no-v4
 EVENTS = "/api/v1/events"  # the subscribe route, absent before the event stream existed
+PRIVILEGES_V2 = "/api/v2/identity-project-additional-privilege"  # absent before the v2 routes
 SLUG_ROUTES = {"v1": "/api/v1/projects/slug", "v2": "/api/v2/workspace"}  # one of them is absent
 
 
@@ -42,6 +43,8 @@ def absent_prefixes(config: DevServerConfig) -> tuple[str, ...]:
         absent.append(V4_SECRETS)
     if not config.events_route:
         absent.append(EVENTS)
+    if not config.privileges_v2:
+        absent.append(PRIVILEGES_V2)
     return tuple(absent)
 
 

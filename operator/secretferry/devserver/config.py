@@ -45,6 +45,10 @@ class DevServerConfig:
     route of the real server (Fastify's 404), as on self-hosted servers older than the v4 API."""
     events_route: bool = True
     """False: ``/api/v1/events/...`` is absent (Fastify's 404), as on servers older than the stream."""
+    privileges_v2: bool = True
+    """False: ``/api/v2/identity-project-additional-privilege/...`` is absent (Fastify's 404), as on
+    servers from before the v2 privilege routes; privileges are then changed through v1 only. No
+    profile sets it (when the v2 routes shipped is not known here); tests do."""
     slug_route: SlugRoute = "v1"
     """Which route finds a project by slug (``SlugRoute``); the other one is absent."""
     unknown_environment_empty: bool = False

@@ -208,3 +208,13 @@ def _identity(kind: str, event: kopf.RawEvent, memo: kopf.Memo) -> None:
     if controller is None:
         raise kopf.TemporaryError("the controller is still starting", delay=1)
     controller.identity_event(kind, event.get("type"), event["object"])
+
+
+@kopf.on.event(models_base.GROUP, models_base.VERSION, "temporaryprivileges")
+async def temporary_privilege(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Few objects, so kopf's watch; no kopf finalizer or timers: the controller's privilege manager
+    keeps its own (reconcile/privileges/manager.py), and acts only while this replica leads."""
+    controller: controller_mod.Controller | None = getattr(memo, "controller", None)
+    if controller is None:
+        raise kopf.TemporaryError("the controller is still starting", delay=1)
+    controller.privilege_event(event.get("type"), event["object"])

@@ -53,6 +53,8 @@ What the pass decides with, and keeps::
                      generatorRef source reads (its own package; generators/__init__.py)
     push/            PushSecret: Kubernetes Secrets written to the service; its own intake, queue
                      and pass, fed by the identity intake's Secret watch (push/__init__.py)
+    privileges/      TemporaryPrivilege: an identity's additional privilege at the service, one
+                     small loop per resource while leading (its own package; privileges/__init__.py)
 
 Where does a change go::
 
@@ -65,6 +67,7 @@ Where does a change go::
     identity login checks or their status   identity_status; kopf's identity events: identity_intake
     what an event stream's news triggers    streaming (the streams themselves: service.streams)
     start-up order or readiness             startup
+    TemporaryPrivilege (calls, status)      privileges/ (manager; wire and report are pure)
     a new collaborator                      its own module, built and wired in controller
     a new failure, or whether it is retried  a Problem where it is found (``retriable``); service
                                             and Kubernetes errors: outcomes; delays: ``secretferry.backoff``

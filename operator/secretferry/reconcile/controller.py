@@ -44,6 +44,7 @@ from secretferry.reconcile import (
 )
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile.generators import intake as generator_intake
+from secretferry.reconcile.privileges import manager as privileges_mod
 from secretferry.reconcile.push import intake as push_intake
 from secretferry.reconcile.push import pushing as push_pushing
 from secretferry.service import fetcher as fetcher_mod
@@ -193,6 +194,9 @@ class Controller:
             queue=self.queue,
             clock=clock,
         )
+        self.privileges = privileges_mod.PrivilegeManager(
+            kube=kube, settings=settings, identities=self.identities, instance=instance
+        )
         self.deps = deps.Deps(
             kube=kube,
             settings=settings,
@@ -234,6 +238,13 @@ class Controller:
         self.background.spawn(boot, "start-up")
         self.background.spawn(self._start_push(), "start pushsecrets")
         self._start_generators()
+        self.background.spawn(self._start_privileges(), "temporary privileges")
+
+    async def _start_privileges(self) -> None:
+        """TemporaryPrivileges (reconcile/privileges/), once the identities are read (else their
+        granter would read as missing for a moment)."""
+        await self.identity_intake.listed.wait()
+        await self.privileges.start()
 
     async def _start_push(self) -> None:
         """PushSecrets (reconcile/push/): their own watch and queue, once the identities are read
@@ -268,6 +279,7 @@ class Controller:
         self.leading.clear()
         await self.queue.stop()
         await self.push.queue.stop()
+        await self.privileges.stop()
         await self.background.cancel_all()
         await self.streaming.manager.close()
         await self.rollouts.close()
@@ -276,6 +288,12 @@ class Controller:
     def identity_event(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """An identity event from kopf (handlers/operator.py)."""
         self.identity_intake.event(kind, event_type, body)
+        if kind == ident_mod.CLUSTER:
+            self.privileges.granter_changed(str(body.get("metadata", {}).get("name") or ""))
+
+    def privilege_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A TemporaryPrivilege event from kopf (handlers/operator.py)."""
+        self.privileges.event(event_type, body)
 
     def _namespace_served(self, namespace: str, serve: bool) -> None:
         """A namespace came to match the namespace selector (taken in) or stopped (let go)."""

@@ -72,7 +72,9 @@ class IdentityIntake:
         # name), for the PushSecrets naming it (reconcile/push/intake.py).
         self._on_identity = on_identity
         self.listed = asyncio.Event()
-        """Set once ``list_all`` read every identity (PushSecrets wait for it: push/intake.py)."""
+        """Set once ``list_all`` read every identity (PushSecrets and TemporaryPrivileges wait for
+        it: push/intake.py, privileges/manager.py; their identity would otherwise read as missing
+        for a moment at each start)."""
         self._settings = settings
         self._identities = identities
         self._syncs = syncs

@@ -108,3 +108,20 @@ PUSH_GENERATOR_NOT_READY: Final = "PushGeneratorNotReady"  # the generator names
 PUSH_NOT_ALLOWED: Final = "PushNotAllowed"  # a ClusterMachineIdentity's pushAllowed does not admit it
 PUSH_FAILED: Final = "PushFailed"  # the service refused a write (403, 404 folder, 4xx)
 PUSH_LOOP: Final = "PushLoop"  # a SecretSync writes the source Secret from the destination folder
+# --- TemporaryPrivilege (reconcile/privileges/) --------------------------------------------------
+# Condition types besides Ready.
+ACTIVE: Final = "Active"  # also the reason of Active=True: the grant is in its window
+# Ready=True: the privilege at the service matches the spec.
+GRANTED: Final = "Granted"
+# Active=False.
+PENDING: Final = "Pending"  # the window has not started yet
+EXPIRED: Final = "Expired"  # the window has ended: the service no longer counts the privilege
+NOT_GRANTED: Final = "NotGranted"  # no privilege at the service for this resource (yet)
+# Ready=False.
+PERMANENT_NOT_ALLOWED: Final = "PermanentNotAllowed"  # permanent: true without the operator setting
+GRANTER_NOT_FOUND: Final = "GranterNotFound"  # spec.granterRef names no ClusterMachineIdentity
+GRANTER_NOT_READY: Final = "GranterNotReady"  # the granter is invalid, refused or cannot log in
+GRANT_FORBIDDEN: Final = "GrantForbidden"  # the granter may not grant privileges in the project (403)
+GRANT_REFUSED: Final = "GrantRefused"  # the service refused the request (unknown project or identity, 4xx)
+SLUG_CONFLICT: Final = "SlugConflict"  # an older TemporaryPrivilege manages that identity's privilege slug
+SERVER_NOT_SUPPORTED: Final = "ServerNotSupported"  # rules that need the v2 routes, on a server without them

@@ -69,6 +69,11 @@ CLUSTER_RULES = {
     ("secretferry.io", "clustersecretsyncs", "list"),
     ("secretferry.io", "clustersecretsyncs", "watch"),
     ("secretferry.io", "clustersecretsyncs/status", "patch"),
+    # TemporaryPrivileges: watched, our finalizer patched on and off, status written.
+    ("secretferry.io", "temporaryprivileges", "list"),
+    ("secretferry.io", "temporaryprivileges", "watch"),
+    ("secretferry.io", "temporaryprivileges", "patch"),
+    ("secretferry.io", "temporaryprivileges/status", "patch"),
     # get, and a metadata-only watch of labels (allowedNamespaces selectors), in both modes.
     *{("", "namespaces", verb) for verb in ("get", "list", "watch")},
     ("apiextensions.k8s.io", "customresourcedefinitions", "list"),

@@ -147,6 +147,41 @@ def _sync_end_to_end(cp: ControlPlane, service: DevServer, app_ns: str) -> None:
     harness.VALUES.add((harness.secret_data(cp, app_ns, "gen") or {})["password"])
 
 
+def _temporary_privilege_lifecycle(cp: ControlPlane) -> None:
+    """What the operator does to a TemporaryPrivilege under the chart's RBAC: watch and list it,
+    patch its finalizer on and off, patch its status (a granter that does not exist keeps the
+    service out of it)."""
+    name = f"chart-e2e-{uuid.uuid4().hex[:6]}"
+    cp.apply(
+        {
+            "apiVersion": "secretferry.io/v1alpha1",
+            "kind": "TemporaryPrivilege",
+            "metadata": {"name": name},
+            "spec": {
+                "granterRef": {"name": "no-such-granter"},
+                "identityId": "0f000000-0000-4000-8000-0000000000ff",
+                "projectSlug": "app",
+                "permissions": [{"actions": ["read"], "subject": "secrets"}],
+                "temporaryRange": "1h",
+            },
+        }
+    )
+
+    def refused() -> dict[str, Any] | None:
+        obj = json.loads(cp.kubectl("get", "temporaryprivilege", name, "-o", "json"))
+        reasons = {c["type"]: c["reason"] for c in (obj.get("status") or {}).get("conditions") or []}
+        held = "secretferry.io/temporaryprivilege" in (obj["metadata"].get("finalizers") or [])
+        return obj if held and reasons.get("Ready") == "GranterNotFound" else None
+
+    harness.eventually(refused, what="the TemporaryPrivilege's finalizer and status", timeout=30)
+    cp.kubectl("delete", "temporaryprivilege", name, "--wait=false")
+    harness.eventually(
+        lambda: cp.kubectl_run("get", "temporaryprivilege", name).returncode != 0 or None,
+        what="the TemporaryPrivilege's finalizer removed",
+        timeout=30,
+    )
+
+
 def _refused_lines(op: OperatorProcess) -> list[str]:
     """Refusals of the operator's own API calls. Expected, and not RBAC: writes into a namespace
     being deleted (NamespaceLifecycle admission), e.g. an earlier test's leftovers, seen by a
@@ -179,6 +214,7 @@ def test_namespaced_release_syncs_with_its_own_token_and_nothing_more(
         assert release.deployment_env["SECRETFERRY_NAMESPACE"] == namespace
         op, token = _start_as_chart_sa(control_plane, release, tmp_path)
         _sync_end_to_end(control_plane, service, app_ns)
+        _temporary_privilege_lifecycle(control_plane)
         # The HMAC key was created in the release namespace under the narrow hmac-key Role.
         assert harness.get(control_plane, "secret", "secretferry-hmac-key", namespace) is not None
         assert _refused_lines(op) == []

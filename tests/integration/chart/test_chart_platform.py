@@ -133,6 +133,8 @@ def test_aggregated_roles_give_namespaced_kinds_to_the_built_in_roles(render: Re
         assert not any(res.startswith("clustermachineidentities") for res in resources)
         # Decides which namespaces receive a Secret: never aggregated to view/edit/admin.
         assert not any(res.startswith("clustersecretsyncs") for res in resources)
+        # Granting an identity more access at the service: cluster admins only.
+        assert not any(res.startswith("temporaryprivileges") for res in resources)
         assert not any(res.endswith("/status") and verb != "get" for _, res, verb in rule_triples(role))
         assert "aggregationRule" not in role
     # Rights for people: nothing binds them to the operator (or to anyone).

@@ -154,6 +154,13 @@ def test_namespaced_rbac(render: Render) -> None:
         ("secretferry-ci-a", "ci-secretferry"),
         ("secretferry-ci-b", "ci-secretferry"),
         ("secretferry-system", "ci-secretferry-hmac-key"),
+        ("default", "ci-secretferry-cluster-events"),
+    }
+    # Events about cluster-scoped objects (TemporaryPrivileges) go to namespace default: only them.
+    events = roles["default", "ci-secretferry-cluster-events"]
+    assert rule_triples(events) == {
+        ("events.k8s.io", "events", "create"),
+        ("events.k8s.io", "events", "patch"),
     }
     for ns in ("secretferry-ci-a", "secretferry-ci-b"):
         assert rule_triples(roles[ns, "ci-secretferry"]) == NAMESPACED_RULES
@@ -183,7 +190,8 @@ def test_namespace_selector_is_passed_on_and_keeps_the_rbac_of_its_mode(render: 
 
     docs = render(set_values=["scope.namespaces={a,b}", "scope.namespaceSelector=team=x"])
     assert operator_env(docs)["SECRETFERRY_WATCH_NAMESPACE_SELECTOR"] == "team=x"
-    assert {r["metadata"]["namespace"] for r in by_kind(docs, "Role")} == {"a", "b", "secretferry-system"}
+    roles = {r["metadata"]["namespace"] for r in by_kind(docs, "Role")}
+    assert roles == {"a", "b", "secretferry-system", "default"}  # default: cluster-scoped objects' Events
     assert operator_env(render())["SECRETFERRY_WATCH_NAMESPACE_SELECTOR"] == ""
 
 
