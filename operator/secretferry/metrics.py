@@ -260,3 +260,17 @@ PUSHES = Counter(
 PUSH_WRITES = Counter(
     "secretferry_push_writes_total", "Writes to the service by PushSecrets, by operation.", ["operation"]
 )
+
+
+# Counters of the write-side kinds, primed with their known label values at 0: a dashboard (and
+# the documented-metrics test) reads 0 before the first PushSecret, generator or lease, not no
+# series. The error classes of a failed lease call appear when they happen.
+for _result in ("pushed", "unchanged", "conflict", "refused", "failed"):
+    PUSHES.labels(_result)
+for _operation in ("create", "update", "delete"):
+    PUSH_WRITES.labels(_operation)
+for _kind in ("PasswordGenerator", "UUIDGenerator"):
+    for _cause in ("created", "key-missing", "requested"):
+        GENERATIONS.labels(kind=_kind, cause=_cause)
+for _operation in ("acquire", "renew", "revoke"):
+    LEASE_OPERATIONS.labels(operation=_operation, result="success")
