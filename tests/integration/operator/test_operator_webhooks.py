@@ -1,0 +1,146 @@
+"""The signed-webhook receiver on the real control plane, with a dev server whose plan has no event
+stream (``--no-events-plan``): the dev server's project webhook is the only fast path.
+
+A change reaches the Secret well under a second (the latency is printed); a forged request changes
+nothing (the service's list count is unchanged); both are counted in the metric.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import harness
+import httpx
+import pytest
+from harness import PROJECT_ID, eventually, secret_data, source
+
+from secretferry.devcluster.cluster import ControlPlane
+from secretferry.devcluster.net import free_port
+from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.service import webhook_signature as sig
+
+pytestmark = pytest.mark.integration
+KEY = "webhook-signing-key-for-tests"
+HOURS = "3h"  # no resync during the test: only the webhook can bring the change
+
+
+@pytest.fixture(scope="module")
+def no_events_service(
+    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DevServer]:
+    with run_dev_server(
+        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
+        data_dir=tmp_path_factory.mktemp("devserver-webhooks"),
+        extra_args=["--no-events-plan"],
+    ) as server:
+        harness.record_values(server)
+        yield server
+
+
+def _metric(text: str, result: str) -> float:
+    prefix = f'secretferry_webhook_requests_total{{result="{result}"}}'
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def _register(service: DevServer, *, url: str, path: str) -> None:
+    login = httpx.post(
+        f"{service.base_url}/api/v1/auth/universal-auth/login",
+        json={"clientId": "test-client", "clientSecret": "test-client-secret"},
+    )
+    token = login.json()["accessToken"]
+    created = httpx.post(
+        f"{service.base_url}/api/v1/webhooks",
+        json={
+            "projectId": PROJECT_ID,
+            "environment": "dev",
+            "secretPath": path,
+            "webhookUrl": url,
+            "webhookSecretKey": KEY,
+        },
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert created.status_code == 200, created.text
+
+
+def _post(url: str, body: bytes, header: str | None) -> int:
+    headers = {"Content-Type": "application/json"}
+    if header is not None:
+        headers[sig.HEADER] = header
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing(
+    control_plane: ControlPlane,
+    crds: None,
+    no_events_service: DevServer,
+    namespace: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    keyfile: Path = tmp_path_factory.mktemp("webhook-key") / "signing-key"
+    keyfile.write_text(KEY + "\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/webhook"
+    op = harness.start_operator(
+        control_plane,
+        no_events_service,
+        tmp_path_factory.mktemp("op-webhooks") / "operator.log",
+        SECRETFERRY_WEBHOOK_PORT=str(port),
+        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+    )
+    try:
+        path = f"/{namespace}"
+        no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "webhook-value-1")
+        harness.kubernetes_identity(control_plane, namespace)
+        harness.secret_sync(control_plane, namespace, "app", sources=[source(path)], refreshInterval=HOURS)
+        eventually(
+            lambda: secret_data(control_plane, namespace, "app") == {"K": "webhook-value-1"},
+            what="first sync",
+        )
+        _register(no_events_service, url=url, path=f"{path}/**")
+        _register(no_events_service, url=url, path=path)
+
+        # A forged request (signed with a guessed key) and an unsigned one: refused, no list.
+        time.sleep(1.0)  # let the first sync's lists settle
+        lists_before = no_events_service.stats()["listSecrets"]
+        now_ms = time.time_ns() // 1_000_000
+        body = json.dumps(
+            {
+                "event": "secrets.modified",
+                "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
+                "timestamp": now_ms,
+            },
+            separators=(",", ":"),
+        ).encode()
+        assert _post(url, body, sig.header_value(body, "guessed-key", now_ms)) == 401
+        assert _post(url, body, None) == 401
+        time.sleep(1.0)
+        assert no_events_service.stats()["listSecrets"] == lists_before
+        assert secret_data(control_plane, namespace, "app") == {"K": "webhook-value-1"}
+
+        # A real change: the dev server's signed webhook brings it.
+        started = time.monotonic()
+        no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "webhook-value-2")
+        while secret_data(control_plane, namespace, "app") != {"K": "webhook-value-2"}:
+            assert time.monotonic() - started < 10, "the change never arrived"
+            time.sleep(0.01)
+        latency = time.monotonic() - started
+        print(f"change -> Secret by webhook: {latency * 1000:.0f} ms")
+        assert latency < 1.0
+
+        metrics = op.metrics()
+        assert _metric(metrics, sig.FORGED) >= 1
+        assert _metric(metrics, sig.MISSING) >= 1
+        assert _metric(metrics, sig.OK) >= 1
+    finally:
+        op.stop()
+    harness.assert_no_values_leaked(control_plane, op)
