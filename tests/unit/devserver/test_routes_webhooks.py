@@ -81,3 +81,27 @@ async def test_a_change_posts_the_real_payload_signed_with_the_key(client: httpx
         assert result == sig.OK
         await asyncio.sleep(0.2)
         assert got.empty()  # /other's webhook did not match /app/db
+
+
+async def test_a_change_reaches_the_webhooks_of_paths_importing_it(client: httpx.AsyncClient) -> None:
+    """The seed's dev ``/`` imports prod ``/shared``: a write there fires dev ``/``'s webhook."""
+    server, port, got = await _receiver()
+    async with server:
+        created = await client.post(
+            HOOKS,
+            json={
+                "projectId": PROJECT,
+                "environment": "dev",
+                "secretPath": "/",
+                "webhookUrl": f"http://127.0.0.1:{port}/hook",
+                "webhookSecretKey": KEY,
+            },
+            headers=ADMIN,
+        )
+        assert created.status_code == 200, created.text
+        body = {"projectId": PROJECT, "environment": "prod", "secretPath": "/shared", "secretValue": "v"}
+        assert (await client.post("/api/v4/secrets/IMPORTED", json=body, headers=ADMIN)).status_code == 200
+        header, raw = await asyncio.wait_for(got.get(), 5)
+        doc = json.loads(raw)
+        assert (doc["project"]["environment"], doc["project"]["secretPath"]) == ("dev", "/")
+        assert header == f"t={doc['timestamp']};{sig.sign(raw, KEY)}"
