@@ -7,6 +7,7 @@ nothing (the service's list count is unchanged); both are counted in the metric.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import time
 import urllib.error
@@ -141,6 +142,94 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
         assert _metric(metrics, sig.FORGED) >= 1
         assert _metric(metrics, sig.MISSING) >= 1
         assert _metric(metrics, sig.OK) >= 1
+    finally:
+        op.stop()
+    harness.assert_no_values_leaked(control_plane, op)
+
+
+def _rss_kib(pid: int | None) -> int:
+    assert pid is not None
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
+    control_plane: ControlPlane,
+    crds: None,
+    no_events_service: DevServer,
+    namespace: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """10,000 forged requests (the rate limit raised so that every one is HMAC-checked: the
+    expensive case), a real change in the middle: lists caused, memory, the change's latency."""
+    keyfile: Path = tmp_path_factory.mktemp("webhook-key-flood") / "signing-key"
+    keyfile.write_text(KEY + "\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/webhook"
+    op = harness.start_operator(
+        control_plane,
+        no_events_service,
+        tmp_path_factory.mktemp("op-webhook-flood") / "operator.log",
+        SECRETFERRY_WEBHOOK_PORT=str(port),
+        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+        SECRETFERRY_WEBHOOK_RATE_PER_SECOND="100000",
+        SECRETFERRY_WEBHOOK_BURST="100000",
+    )
+    try:
+        path = f"/{namespace}-flood"
+        no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "flood-value-1")
+        harness.kubernetes_identity(control_plane, namespace)
+        harness.secret_sync(control_plane, namespace, "app", sources=[source(path)], refreshInterval=HOURS)
+        eventually(
+            lambda: secret_data(control_plane, namespace, "app") == {"K": "flood-value-1"}, what="first sync"
+        )
+        _register(no_events_service, url=url, path=path)
+        time.sleep(1.0)
+        lists_before = no_events_service.stats()["listSecrets"]
+        rss_before = _rss_kib(op.pid)
+
+        def forged(i: int) -> int:
+            now_ms = time.time_ns() // 1_000_000
+            body = json.dumps(
+                {
+                    "event": "secrets.modified",
+                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
+                    "timestamp": now_ms,
+                    "n": i,
+                },
+                separators=(",", ":"),
+            ).encode()
+            return _post(url, body, sig.header_value(body, f"guess-{i}", now_ms))
+
+        total = 10_000
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            first = list(pool.map(forged, range(total // 2)))
+            lists_mid = no_events_service.stats()["listSecrets"]
+            change_at = time.monotonic()
+            no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "flood-value-2")
+            second_future = pool.map(forged, range(total // 2, total))
+            while secret_data(control_plane, namespace, "app") != {"K": "flood-value-2"}:
+                assert time.monotonic() - change_at < 10, "the change never arrived during the flood"
+                time.sleep(0.01)
+            latency = time.monotonic() - change_at
+            second = list(second_future)
+        elapsed = time.monotonic() - started
+        rss_after = _rss_kib(op.pid)
+        time.sleep(1.0)
+        lists_after = no_events_service.stats()["listSecrets"]
+        assert set(first) | set(second) == {401}
+        assert lists_mid == lists_before
+        print(
+            f"forged flood: {total} requests in {elapsed:.1f} s ({total / elapsed:.0f}/s); lists caused by"
+            f" forgeries 0 (before {lists_before}, mid {lists_mid}, after the real change {lists_after});"
+            f" RSS {rss_before} -> {rss_after} KiB; real change during the flood: {latency * 1000:.0f} ms"
+        )
+        # The real change costs its own list(s) (its webhook, debounced), nothing for the flood.
+        assert lists_after - lists_mid <= 2
+        assert _metric(op.metrics(), sig.FORGED) >= total
     finally:
         op.stop()
     harness.assert_no_values_leaked(control_plane, op)
