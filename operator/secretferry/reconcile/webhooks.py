@@ -88,13 +88,13 @@ class KeyFile:
 
     def __init__(self, path: str) -> None:
         self._path = pathlib.Path(path)
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._keys: tuple[str, ...] = ()
 
     def keys(self) -> tuple[str, ...]:
         try:
             st = self._path.stat()
-            stamp = (st.st_mtime_ns, st.st_size)
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)  # the kubelet swaps a symlink: new inode
             if stamp != self._stamp:
                 text = self._path.read_text()
                 self._keys = tuple(line.strip() for line in text.splitlines() if line.strip())

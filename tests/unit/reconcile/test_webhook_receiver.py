@@ -153,3 +153,24 @@ async def test_the_http_framing_over_a_socket(tmp_path: pathlib.Path) -> None:
         assert await post(body, sig.header_value(body, KEY, NOW)) == b"HTTP/1.1 202 Accepted"
         assert await post(body, sig.header_value(body, "bad", NOW)) == b"HTTP/1.1 401 Unauthorized"
         assert await post(b"", "x", length=10_000_000) == b"HTTP/1.1 413 Content Too Large"
+
+
+def test_the_key_file_is_reread_on_rotation_and_missing_means_no_key(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "key"
+    keys = webhooks.KeyFile(str(path))
+    assert keys.keys() == ()  # not mounted: every request is refused (no_key)
+    path.write_text("old\n")
+    assert keys.keys() == ("old",)
+    path.write_text("old\nnew-key\n")  # a rotation overlaps: both verify
+    assert keys.keys() == ("old", "new-key")
+    path.unlink()
+    assert keys.keys() == ()
+
+
+async def test_without_a_key_every_request_is_refused(tmp_path: pathlib.Path) -> None:
+    h = _Harness(tmp_path)
+    (tmp_path / "key").unlink()
+    body = _body()
+    assert h.receiver.handle("1.2.3.4", sig.header_value(body, KEY, NOW), body) == (503, sig.NO_KEY)
+    await asyncio.sleep(0)
+    assert h.nudges == []
