@@ -124,6 +124,10 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
         ).encode()
         assert _post(url, body, sig.header_value(body, "guessed-key", now_ms)) == 401
         assert _post(url, body, None) == 401
+        # A genuinely signed request, but 10 minutes old (a replay): refused too.
+        old_ms = now_ms - 600_000
+        old = body.replace(str(now_ms).encode(), str(old_ms).encode())
+        assert _post(url, old, sig.header_value(old, KEY, old_ms)) == 401
         time.sleep(1.0)
         assert no_events_service.stats()["listSecrets"] == lists_before
         assert secret_data(control_plane, namespace, "app") == {"K": "webhook-value-1"}
@@ -141,6 +145,7 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
         metrics = op.metrics()
         assert _metric(metrics, sig.FORGED) >= 1
         assert _metric(metrics, sig.MISSING) >= 1
+        assert _metric(metrics, sig.STALE) >= 1
         assert _metric(metrics, sig.OK) >= 1
     finally:
         op.stop()
@@ -230,6 +235,34 @@ def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
         # The real change costs its own list(s) (its webhook, debounced), nothing for the flood.
         assert lists_after - lists_mid <= 2
         assert _metric(op.metrics(), sig.FORGED) >= total
+
+        # A storm of 1,000 *valid* webhooks for the one scope: lists stay within one per debounce
+        # window (10 ms by default) plus the leading edge.
+        def valid(i: int) -> int:
+            now_ms = time.time_ns() // 1_000_000
+            body = json.dumps(
+                {
+                    "event": "secrets.modified",
+                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
+                    "timestamp": now_ms,
+                },
+                separators=(",", ":"),
+            ).encode()
+            return _post(url, body, sig.header_value(body, KEY, now_ms))
+
+        storm_lists_before = no_events_service.stats()["listSecrets"]
+        storm_started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            assert set(pool.map(valid, range(1000))) == {202}
+        storm_seconds = time.monotonic() - storm_started
+        time.sleep(1.0)
+        storm_lists = no_events_service.stats()["listSecrets"] - storm_lists_before
+        windows = storm_seconds / 0.01
+        print(
+            f"valid storm: 1000 webhooks in {storm_seconds:.2f} s -> {storm_lists} lists"
+            f" ({windows:.0f} debounce windows)"
+        )
+        assert storm_lists <= windows + 2
     finally:
         op.stop()
     harness.assert_no_values_leaked(control_plane, op)
