@@ -65,6 +65,16 @@ CLUSTER_SYNC_NAMESPACES = Gauge(
 fine here where it is not for SecretSyncs."""
 OPEN_STREAMS = Gauge("secretferry_open_streams", "Event streams currently open.")
 STREAM_EVENTS = Counter("secretferry_stream_events_total", "Events received on streams by type.", ["type"])
+WEBHOOK_REQUESTS = Counter(
+    "secretferry_webhook_requests_total",
+    "Requests to the webhook receiver by result (accepted, unsigned, forged, replayed, too_large, "
+    "rate_limited, malformed, ignored, no_key); only accepted ones can nudge a scope.",
+    ["result"],
+)
+WEBHOOK_NUDGES = Counter(
+    "secretferry_webhook_scope_nudges_total",
+    "Scopes nudged (made stale, their SecretSyncs queued) by verified webhooks, after debouncing.",
+)
 STREAM_UNKNOWN_SCOPE = Counter(
     "secretferry_stream_unknown_scope_events_total",
     "Stream messages that named no usable location (not understood, or no payload); each nudges "

@@ -345,6 +345,45 @@ class Settings(BaseSettings):
         " time. The end of a grant's window needs no read (a timer at expiresAt updates the status).",
     )
 
+    # --- signed webhook receiver ---------------------------------------------------------------
+    webhook_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="TCP port of the signed-webhook receiver (POST, on `listen_address`), served while"
+        " this replica leads; 0 (the default) turns it off. A verified `secrets.modified` webhook nudges"
+        " the scopes it names; anything else changes nothing.",
+    )
+    webhook_signing_key_file: str = Field(
+        "/etc/secretferry/webhook/signing-key",
+        description="File holding the webhook's secret key (one per line: during a rotation both the old"
+        " and the new verify). The chart mounts it from the Secret named by `webhook.signingKeySecret`;"
+        " re-read when it changes. Missing or empty: every request is refused (503).",
+    )
+    webhook_replay_window_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds a signed webhook's timestamp may differ from our clock; older (or future)"
+        " ones are refused as replays.",
+    )
+    webhook_max_body_bytes: int = Field(
+        65536,
+        gt=0,
+        description="Bytes: a webhook body larger than this is refused (413) without being read (the"
+        " real payload is a few hundred bytes).",
+    )
+    webhook_rate_per_second: float = Field(
+        20.0,
+        gt=0,
+        description="Requests per second each source address may send to the webhook receiver (token"
+        " bucket); more are refused (429) before any signature is computed.",
+    )
+    webhook_burst: float = Field(
+        100.0,
+        ge=1,
+        description="Bucket size of the per-source rate limit: requests a source may send at once.",
+    )
+
     @model_validator(mode="after")
     def _hosts_parse(self) -> Self:
         """A host that does not parse, or a default host every identity would be refused (plain

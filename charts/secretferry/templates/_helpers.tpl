@@ -275,6 +275,18 @@ an extraEnv entry that repeats one of these names).
   value: {{ .Values.config.hmacKeySecret | quote }}
 - name: SECRETFERRY_METRICS_PORT
   value: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled | quote }}
+- name: SECRETFERRY_WEBHOOK_PORT
+  value: {{ ternary .Values.webhook.port 0 .Values.webhook.enabled | quote }}
+- name: SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE
+  value: "/etc/secretferry/webhook/signing-key"
+- name: SECRETFERRY_WEBHOOK_REPLAY_WINDOW_SECONDS
+  value: {{ .Values.webhook.replayWindowSeconds | quote }}
+- name: SECRETFERRY_WEBHOOK_MAX_BODY_BYTES
+  value: {{ .Values.webhook.maxBodyBytes | quote }}
+- name: SECRETFERRY_WEBHOOK_RATE_PER_SECOND
+  value: {{ .Values.webhook.ratePerSecond | quote }}
+- name: SECRETFERRY_WEBHOOK_BURST
+  value: {{ .Values.webhook.burst | quote }}
 - name: SECRETFERRY_LIVENESS_PORT
   value: {{ .Values.livenessPort | quote }}
 - name: SECRETFERRY_LISTEN_ADDRESS

@@ -22,6 +22,7 @@ from secretferry.devserver import (
     routes_secrets,
     routes_status,
     routes_v3,
+    routes_webhooks,
     seed,
 )
 from secretferry.devserver.config import DevServerConfig
@@ -78,6 +79,7 @@ def create_app(config: DevServerConfig | None = None) -> FastAPI:
         routes_auth,
         routes_events,
         routes_status,
+        routes_webhooks,
         routes_admin,
     ):
         app.include_router(notfound.without(module.router, *absent))

@@ -76,6 +76,8 @@ class EventBus:
         self._may_receive = may_receive
         self.by_project: dict[str, set[Subscriber]] = {}
         self.delivered = 0
+        # Told of every published change, streams or not (project webhooks: devserver.webhooks).
+        self.on_publish: Callable[[str, list[Change]], None] | None = None
 
     def open(self, subscriber: Subscriber) -> None:
         self.by_project.setdefault(subscriber.project_id, set()).add(subscriber)
@@ -96,6 +98,8 @@ class EventBus:
         """Queue the event on every matching stream; returns how many streams got it."""
         if not changes:
             return 0
+        if self.on_publish is not None:
+            self.on_publish(project_id, changes)
         frames: dict[tuple[int, ...], bytes] = {}
         sent = 0
         for subscriber in list(self.by_project.get(project_id, ())):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from secretferry.devserver import admin_token, generations, ratelimit
+from secretferry.devserver import admin_token, events, generations, ratelimit, webhooks
 from secretferry.devserver import db as dbm
 from secretferry.devserver.config import DevServerConfig
 from secretferry.devserver.events import EventBus
@@ -38,6 +38,8 @@ class DevState:
     """What ``/_admin`` requires in ``X-Admin-Token``: configured, or generated at start."""
     limiter: ratelimit.RateLimiter | None = None
     """Per-IP route limits (``config.rate_limits``); None: unlimited."""
+    webhooks: webhooks.WebhookStore = field(default_factory=webhooks.WebhookStore)
+    """Project webhooks (devserver.webhooks): told of every change the bus publishes."""
     seen_jwts: set[str] = field(default_factory=set)
     """Digests of every ServiceAccount jwt presented at Kubernetes-auth login (reuse detection)."""
 
@@ -47,7 +49,7 @@ class DevState:
         store = Store(database)
         identities = IdentityStore(database)
         permissions = Permissions(identities)
-        return cls(
+        state = cls(
             config=config,
             db=database,
             store=store,
@@ -73,6 +75,15 @@ class DevState:
             admin_token=admin_token.establish(config),
             limiter=ratelimit.RateLimiter(config.clock) if config.rate_limits else None,
         )
+        state.bus.on_publish = state.fire_webhooks
+        return state
+
+    def fire_webhooks(self, project_id: str, changes: list[events.Change]) -> None:
+        if not self.webhooks.by_id:
+            return
+        project = self.store.project(project_id)
+        name = str(getattr(project, "name", "") or project_id)
+        self.webhooks.fire(project_id, name, ((c.environment, c.secret_path) for c in changes))
 
     def now(self) -> float:
         return self.config.clock()

@@ -12,6 +12,8 @@ The controller and its collaborators, one job each::
     identity_intake  identities in: the start-up read, kopf's events, standby → leader hand-off
     identity_status  an identity's status: login check, last login, list route; patched on change
     streaming        event streams over the scopes: which to hold, what their news queues
+    webhooks         the signed-webhook receiver: verified ``secrets.modified`` webhooks nudge the
+                     served scopes they name, as a stream event does (off unless webhook_port)
     recovery         a service host answers again: what waited for it retries now
     resync           the periodic resync of due scopes, and the gauges
     tasks            the background tasks, so that stop cancels every one

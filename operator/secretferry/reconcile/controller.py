@@ -41,6 +41,7 @@ from secretferry.reconcile import (
     target_intake,
     tasks,
     template_intake,
+    webhooks,
 )
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile.generators import intake as generator_intake
@@ -114,6 +115,12 @@ class Controller:
             queue=self.queue,
             background=self.background,
             clock=clock,
+        )
+        self.webhooks = webhooks.Receiver(
+            settings=settings,
+            scopes=self.scopes,
+            on_resync=self.streaming.on_resync,
+            background=self.background,
         )
         self.recovery = recovery.Recovery(
             identities=self.identities,
@@ -236,6 +243,8 @@ class Controller:
             served_=self.served,
         )
         self.background.spawn(boot, "start-up")
+        if self.settings.webhook_port:
+            self.background.spawn(self.webhooks.serve(), "webhook receiver")
         self.background.spawn(self._start_push(), "start pushsecrets")
         self._start_generators()
         self.background.spawn(self._start_privileges(), "temporary privileges")

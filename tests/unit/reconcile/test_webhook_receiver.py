@@ -1,0 +1,176 @@
+"""The webhook receiver: size cap, rate limit, scope matching, debounced nudges (no network).
+
+The HTTP framing is exercised over a real socket in the last test; the rest calls ``handle``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+
+import pytest
+
+from secretferry import metrics
+from secretferry import settings as settings_mod
+from secretferry.reconcile import state, tasks, webhooks
+from secretferry.service import scopes
+from secretferry.service import webhook_signature as sig
+
+KEY = "signing-key-0123456789"
+NOW = 1_790_000_000_000
+
+
+def _body(path: str = "/app", env: str = "dev", project: str = "p1") -> bytes:
+    doc = {
+        "event": "secrets.modified",
+        "project": {
+            "workspaceId": project,
+            "projectId": project,
+            "projectName": "P",
+            "environment": env,
+            "secretPath": path,
+        },
+        "timestamp": NOW,
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _scope(path: str, *, recursive: bool = False, env: str = "dev", project: str = "p1") -> scopes.Scope:
+    return scopes.Scope("MachineIdentity/ns/id", project, env, path, recursive=recursive)
+
+
+@pytest.mark.parametrize(
+    ("path", "env", "project", "expected"),
+    [
+        ("/app", "dev", "p1", {"/app", "/**", "/app/**"}),
+        ("/app/db", "dev", "p1", {"/**", "/app/**"}),
+        ("/", "dev", "p1", {"/", "/**"}),
+        ("/other", "dev", "p1", {"/**"}),
+        ("/app", "prod", "p1", set()),
+        ("/app", "dev", "p2", set()),
+        ("app/", "dev", "p1", {"/app", "/**", "/app/**"}),  # normalized like the service's paths
+        ("/application", "dev", "p1", {"/**"}),  # a prefix that is not a folder boundary
+    ],
+)
+def test_scope_matching_exact_and_recursive(path: str, env: str, project: str, expected: set[str]) -> None:
+    served = {
+        "/": _scope("/"),
+        "/app": _scope("/app"),
+        "/**": _scope("/", recursive=True),
+        "/app/**": _scope("/app", recursive=True),
+    }
+    change = sig.Change(workspace_id=project, environment=env, secret_path=path)
+    hit = webhooks.matching(served.values(), change)
+    assert {name for name, s in served.items() if s in hit} == expected
+
+
+def test_rate_limit_per_source_refills_with_time() -> None:
+    now = [0.0]
+    limiter = webhooks.RateLimiter(rate=2, burst=3, clock=lambda: now[0])
+    assert [limiter.allow("a") for _ in range(4)] == [True, True, True, False]
+    assert limiter.allow("b")  # another source has its own bucket
+    now[0] = 0.5
+    assert limiter.allow("a") and not limiter.allow("a")
+
+
+class _Harness:
+    def __init__(self, tmp_path: pathlib.Path, **overrides: object) -> None:
+        keyfile = tmp_path / "key"
+        keyfile.write_text(KEY + "\n")
+        self.cfg = settings_mod.Settings(webhook_signing_key_file=str(keyfile), **overrides)  # type: ignore[arg-type]
+        self.index = state.ScopeIndex(jitter_fraction=0)
+        self.scope = _scope("/app")
+        self.index.bind(("ns", "app"), [self.scope], instant=True, refresh_seconds=300, now=0)
+        self.nudges: list[set[scopes.Scope]] = []
+        self.receiver = webhooks.Receiver(
+            settings=self.cfg,
+            scopes=self.index,
+            on_resync=lambda s, reason: self.nudges.append(set(s)),
+            background=tasks.Tasks(),
+            wall_clock_ms=lambda: NOW,
+        )
+
+
+def _count(result: str) -> float:
+    return metrics.WEBHOOK_REQUESTS.labels(result=result)._value.get()
+
+
+async def test_a_signed_change_nudges_its_scope_and_a_forged_one_nothing(tmp_path: pathlib.Path) -> None:
+    h = _Harness(tmp_path)
+    forged_before, ok_before = _count(sig.FORGED), _count(sig.OK)
+    body = _body()
+    assert h.receiver.handle("1.2.3.4", sig.header_value(body, "guess", NOW), body) == (401, sig.FORGED)
+    assert h.receiver.handle("1.2.3.4", None, body) == (401, sig.MISSING)
+    await asyncio.sleep(0)
+    assert h.nudges == []
+    assert h.receiver.handle("1.2.3.4", sig.header_value(body, KEY, NOW), body) == (202, sig.OK)
+    await asyncio.sleep(0)
+    assert h.nudges == [{h.scope}]
+    assert _count(sig.FORGED) == forged_before + 1 and _count(sig.OK) == ok_before + 1
+
+
+async def test_a_body_over_the_cap_is_refused(tmp_path: pathlib.Path) -> None:
+    h = _Harness(tmp_path)
+    assert h.receiver.handle("1.2.3.4", "t=1;x", None) == (413, sig.TOO_LARGE)
+
+
+@pytest.mark.looptime
+async def test_a_storm_costs_one_nudge_at_once_and_one_per_window(tmp_path: pathlib.Path) -> None:
+    h = _Harness(tmp_path, event_debounce_seconds=1.0, webhook_burst=10_000)
+    body = _body()
+    signed = sig.header_value(body, KEY, NOW)
+    for _ in range(1000):
+        h.receiver.handle("1.2.3.4", signed, body)
+    await asyncio.sleep(0)
+    assert len(h.nudges) == 1  # leading edge: the first change waits for nothing
+    await asyncio.sleep(0.5)
+    for _ in range(1000):
+        h.receiver.handle("1.2.3.4", signed, body)
+    await asyncio.sleep(2.0)
+    assert len(h.nudges) == 2  # the rest of the storm: one more, at the end of the window
+
+
+async def test_the_http_framing_over_a_socket(tmp_path: pathlib.Path) -> None:
+    h = _Harness(tmp_path, webhook_port=0, webhook_max_body_bytes=1024)
+    server = await asyncio.start_server(h.receiver._connection, host="127.0.0.1", port=0)
+    port = server.sockets[0].getsockname()[1]
+
+    async def post(body: bytes, header: str, length: int | None = None) -> bytes:
+        size = len(body) if length is None else length
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            f"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"{sig.HEADER}: {header}\r\nContent-Length: {size}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        answer = await reader.read()
+        writer.close()
+        return answer.split(b"\r\n", 1)[0]
+
+    async with server:
+        body = _body()
+        assert await post(body, sig.header_value(body, KEY, NOW)) == b"HTTP/1.1 202 Accepted"
+        assert await post(body, sig.header_value(body, "bad", NOW)) == b"HTTP/1.1 401 Unauthorized"
+        assert await post(b"", "x", length=10_000_000) == b"HTTP/1.1 413 Content Too Large"
+
+
+def test_the_key_file_is_reread_on_rotation_and_missing_means_no_key(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "key"
+    keys = webhooks.KeyFile(str(path))
+    assert keys.keys() == ()  # not mounted: every request is refused (no_key)
+    path.write_text("old\n")
+    assert keys.keys() == ("old",)
+    path.write_text("old\nnew-key\n")  # a rotation overlaps: both verify
+    assert keys.keys() == ("old", "new-key")
+    path.unlink()
+    assert keys.keys() == ()
+
+
+async def test_without_a_key_every_request_is_refused(tmp_path: pathlib.Path) -> None:
+    h = _Harness(tmp_path)
+    (tmp_path / "key").unlink()
+    body = _body()
+    assert h.receiver.handle("1.2.3.4", sig.header_value(body, KEY, NOW), body) == (503, sig.NO_KEY)
+    await asyncio.sleep(0)
+    assert h.nudges == []
