@@ -228,6 +228,32 @@ def test_a_proxy_that_refuses_or_is_down_is_a_clear_reason_and_deletes_nothing(
             assert cond.get("reason") == ("ProxyRefused" if kind == "refuses" else "ProxyUnreachable")
             assert "egress proxy" in str(cond.get("message"))
             assert _value(control_plane, namespace) == "kept-value"
+
+            def identity_reason() -> object:  # the identity names the proxy too
+                return (harness.ready(control_plane, namespace, "uni", kind="machineidentity") or {}).get(
+                    "reason"
+                )
+
+            eventually(lambda: identity_reason() == cond.get("reason"), what="the identity's reason")
         finally:
             op.stop()
     harness.assert_no_values_leaked(control_plane, op)
+
+    # Behind a proxy that relays again, the same SecretSync syncs the next change.
+    service.set_secret(PROJECT_ID, "dev", path, "K", "after-the-proxy")
+    op = _start(control_plane, service, tmp_path / "operator-3.log", proxy.url)
+    try:
+        eventually(lambda: _value(control_plane, namespace) == "after-the-proxy", what="sync once relayed")
+    finally:
+        op.stop()
+
+
+@pytest.mark.skip(
+    reason="unfinished: the dev server cannot serve HTTPS on main yet (the tls helper's work, issue 24);"
+    " CONNECT tunnelling through proxy.py to an https:// service is proven only by the unit test"
+    " tests/unit/service/test_proxy_errors.py (a refused CONNECT), not end to end"
+)
+def test_an_https_service_is_reached_through_a_connect_tunnel() -> None:
+    """To do once the dev server serves HTTPS: the operator syncs from https://<name>.proxied.invalid
+    through the proxy (a CONNECT in its access log), with the service's certificate checked end to
+    end (the CA in spec.tls), and the proxy never sees a secret value in clear."""

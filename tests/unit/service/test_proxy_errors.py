@@ -38,9 +38,10 @@ async def _listener(status: str, body: bytes = b"") -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
-@pytest.fixture
-async def refusing_proxy() -> AsyncIterator[str]:
-    async for url in _listener("403 Forbidden"):
+@pytest.fixture(params=["403 Forbidden", "407 Proxy Authentication Required"])
+async def refusing_proxy(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    # A policy refusal, and a proxy that wants credentials the operator was not given.
+    async for url in _listener(request.param):
         yield url
 
 
