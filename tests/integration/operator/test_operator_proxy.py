@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -64,12 +65,13 @@ class Proxy:
         eventually(accepting, timeout=30, what="the proxy accepting connections")
 
     def stop(self) -> None:
+        # proxy.py runs acceptor and worker processes: signal its whole session (its own group).
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
+            os.killpg(self._proc.pid, signal.SIGTERM)
             try:
                 self._proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
+                os.killpg(self._proc.pid, signal.SIGKILL)
                 self._proc.wait()
 
     def relayed(self) -> list[str]:
