@@ -61,6 +61,10 @@ apply depends on the connection.
   that intercepts TLS needs its CA in `SSL_CERT_FILE` or in the identity's `spec.tls`. Event
   streams are long-lived responses: a proxy that buffers them, or cuts connections idle for
   less than three heartbeats (45 s), turns streaming into polling.
+  A proxy that refuses the tunnel, or answers an `http://` call with its own 403/407 page, is
+  status reason `ProxyRefused`; a proxy address where nothing answers is `ProxyUnreachable` (both
+  retried, nothing deleted). Proven against a real proxy in
+  `tests/integration/operator/test_operator_proxy.py`.
 - `NO_PROXY` is a comma-separated list: `*` turns proxies off; a name matches that host and its
   subdomains (`example.com`, or `svc` for every in-cluster Service name ending in `.svc`); a
   leading dot (`.example.com`) matches subdomains only; IP addresses and `localhost` match
@@ -70,10 +74,11 @@ apply depends on the connection.
   (installed with the operator), not the system store, unless `SSL_CERT_FILE` (a PEM file) or
   `SSL_CERT_DIR` replaces it. With `spec.tls.caBundle`/`caSecretRef` it is the system store
   (OpenSSL's default paths, which also honour those two variables) plus that bundle.
-- **Kubernetes apiserver**: reached directly, always. The operator's own client (aiohttp) has
-  `trust_env` off, because looking proxies up per request cost a large share of the write CPU at
-  10,000 objects, and kopf's (`settings.networking.trust_env`) stays off as well. A kubeconfig's
-  `proxy-url` is not supported either: the operator's client ignores it."""
+- **Kubernetes apiserver**: reached directly, always (no `NO_PROXY` entry is needed for it). The
+  operator's own client (aiohttp) has `trust_env` off, because looking proxies up per request cost
+  a large share of the write CPU at 10,000 objects, and kopf's (`settings.networking.trust_env`)
+  stays off as well. A kubeconfig's `proxy-url` is not supported either: the operator's client
+  ignores it."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,6 +32,10 @@ def from_service_error(exc: service_errors.ServiceError, *, scope_text: str) -> 
 def _service_reason(exc: service_errors.ServiceError) -> tuple[str, str]:
     if isinstance(exc, service_errors.RateLimited):
         return reasons.RATE_LIMITED, "rate limited by the service"
+    if isinstance(exc, service_errors.ProxyRefused):
+        return reasons.PROXY_REFUSED, "refused by the egress proxy"
+    if isinstance(exc, service_errors.ProxyUnreachable):
+        return reasons.PROXY_UNREACHABLE, "the egress proxy cannot be reached"
     if isinstance(exc, service_errors.Unavailable):
         return reasons.SERVICE_UNAVAILABLE, "service unavailable"
     if isinstance(exc, service_errors.ProtocolError):

@@ -125,3 +125,7 @@ GRANT_FORBIDDEN: Final = "GrantForbidden"  # the granter may not grant privilege
 GRANT_REFUSED: Final = "GrantRefused"  # the service refused the request (unknown project or identity, 4xx)
 SLUG_CONFLICT: Final = "SlugConflict"  # an older TemporaryPrivilege manages that identity's privilege slug
 SERVER_NOT_SUPPORTED: Final = "ServerNotSupported"  # rules that need the v2 routes, on a server without them
+# --- Egress proxy (HTTPS_PROXY/HTTP_PROXY towards the service; service/connection.py) -------------
+# Ready=False, on every kind that calls the service; retried with backoff, nothing is deleted.
+PROXY_REFUSED: Final = "ProxyRefused"  # the proxy refused the CONNECT or answered 403/407 itself
+PROXY_UNREACHABLE: Final = "ProxyUnreachable"  # nothing answers at the proxy's address

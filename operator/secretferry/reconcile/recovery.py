@@ -77,13 +77,13 @@ class Recovery:
 
 
 def _waits_for_service(entry: state.SyncEntry) -> bool:
-    """Whether the last reconcile failed because the service was unavailable (not rate limited)."""
+    """Whether the last reconcile failed because the service was unavailable (not rate limited);
+    an egress proxy in the way counts: the host answering again means the proxy relays again."""
     cond = conditions.find(entry.status.get("conditions") or [], reasons.READY)
-    return (
-        cond is not None
-        and cond.get("status") == "False"
-        and cond.get("reason") == reasons.SERVICE_UNAVAILABLE
-    )
+    return cond is not None and cond.get("status") == "False" and cond.get("reason") in _WAITING_REASONS
+
+
+_WAITING_REASONS = frozenset({reasons.SERVICE_UNAVAILABLE, reasons.PROXY_REFUSED, reasons.PROXY_UNREACHABLE})
 
 
 def _identity_key_str(entry: state.SyncEntry) -> str:

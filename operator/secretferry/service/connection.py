@@ -34,6 +34,9 @@ MIN_STREAM_READ_TIMEOUT_SECONDS = 3 * HEARTBEAT_INTERVAL_SECONDS
 # httpx exception messages are OS/protocol errors (no headers, no bodies); cap them anyway.
 _MAX_TRANSPORT_MESSAGE_LENGTH = 200
 
+# 403 Forbidden (a policy) and 407 Proxy Authentication Required: the answers a proxy gives itself.
+_PROXY_REFUSALS = frozenset({403, 407})
+
 Params = Sequence[tuple[str, str]] | None
 
 
@@ -53,8 +56,25 @@ def ssl_verify(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext | bool:
         raise errors.ValidationError("the CA bundle cannot be loaded", field="verify") from exc
 
 
-def _transport_error(endpoint: str, exc: httpx.HTTPError) -> errors.ServiceError:
+def _tls_failure(exc: BaseException) -> bool:
+    """Whether a failed connect was the TLS handshake with the service (through a tunnel or not)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _transport_error(endpoint: str, exc: httpx.HTTPError, *, proxied: bool = False) -> errors.ServiceError:
     detail = f"{type(exc).__name__}: {exc}"[:_MAX_TRANSPORT_MESSAGE_LENGTH]
+    # httpx raises ProxyError when the proxy answers CONNECT with anything but 2xx. The message is
+    # the proxy's status line; the proxy URL (which may hold a password) is never part of it.
+    if isinstance(exc, httpx.ProxyError):
+        return errors.ProxyRefused(f"{endpoint}: the egress proxy refused the tunnel ({detail})")
+    # Behind a proxy every TCP connection goes to the proxy, so a refused connect is the proxy's.
+    if proxied and isinstance(exc, httpx.ConnectError) and not _tls_failure(exc):
+        return errors.ProxyUnreachable(f"{endpoint}: the egress proxy cannot be reached ({detail})")
     if isinstance(exc, httpx.TimeoutException):
         return errors.Unavailable(f"{endpoint}: timed out ({detail})")
     if isinstance(exc, httpx.DecodingError):
@@ -101,6 +121,10 @@ class Connection:
             headers={"User-Agent": user_agent, "Accept": "application/json"},
             follow_redirects=False,
         )
+        # Whether httpx sends this host's calls through a proxy from the environment (NO_PROXY
+        # applied): then a refused connect or a bare 403/407 page is the proxy's, not the service's.
+        # ``_transport_for_url`` is httpx's own lookup (private, stable across 0.27 and 0.28).
+        self.proxied = self._http._transport_for_url(httpx.URL(self.api_root)) is not self._http._transport
         self.health = health.HostHealth(self.api_root, probe=self._probe)
         # Rate-limit budgets per route of this host, learned from the answers (``pacing``).
         self.pacer = pacing.HostPacer(self.api_root)
@@ -170,7 +194,9 @@ class Connection:
             if not probe:
                 self.pacer.failed(endpoint)
             if isinstance(exc, httpx.HTTPError):
-                raise self._failed(_transport_error(endpoint, exc), probe=probe) from exc
+                raise self._failed(
+                    _transport_error(endpoint, exc, proxied=self.proxied), probe=probe
+                ) from exc
             raise
         if not probe:
             self.pacer.answered(endpoint, status=response.status_code, headers=response.headers)
@@ -180,9 +206,17 @@ class Connection:
     def raise_for_status(self, response: httpx.Response, *, endpoint: str, subscribe: bool = False) -> None:
         if 200 <= response.status_code < 300:
             return
+        body = wire.decode_error_body(response.content)
+        # Through a proxy, plain-http calls are answered by the proxy when its policy refuses them:
+        # a 403/407 without the service's JSON error body is the proxy's page (never echoed).
+        if self.proxied and response.status_code in _PROXY_REFUSALS and not body:
+            raise errors.ProxyRefused(
+                f"{endpoint}: the egress proxy refused the request (HTTP {response.status_code})",
+                status_code=response.status_code,
+            )
         raise wire.error_for(
             response.status_code,
-            wire.decode_error_body(response.content),
+            body,
             endpoint=endpoint,
             retry_after_header=response.headers.get("retry-after"),
             subscribe=subscribe,
@@ -256,7 +290,7 @@ class Connection:
         except BaseException as exc:
             self.pacer.failed(endpoint)
             if isinstance(exc, httpx.HTTPError):
-                raise self._failed(_transport_error(endpoint, exc)) from exc
+                raise self._failed(_transport_error(endpoint, exc, proxied=self.proxied)) from exc
             raise
         self.pacer.answered(endpoint, status=response.status_code, headers=response.headers)
         self._observe(response, stream=True)

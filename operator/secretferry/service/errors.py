@@ -6,8 +6,11 @@ message text::
 
     ServiceError                      anything the service (or the way to it) did wrong
     ├── Unavailable                   retriable: connect/read/write timeouts, broken connections, 5xx
-    │   └── RateLimited               429; ``retry_after`` from the header (60 s when absent)
-    │       └── StreamLimitReached    429 on subscribe: too many open streams for (project, identity)
+    │   ├── RateLimited               429; ``retry_after`` from the header (60 s when absent)
+    │   │   └── StreamLimitReached    429 on subscribe: too many open streams for (project, identity)
+    │   ├── ProxyRefused              the egress proxy answered instead of the service: a refused
+    │   │                             CONNECT, or a 403/407 page that is not the service's JSON
+    │   └── ProxyUnreachable          the egress proxy itself could not be reached
     ├── AuthenticationError           401, or 403 with error "TokenError": log in again
     │   ├── StreamError               ``event: error`` on an open stream (token/permission re-check failed)
     │   └── LoginRejected             a login that retrying soon cannot fix (404: no such client id,
@@ -221,3 +224,15 @@ class ProtocolError(ServiceError):
 def is_retriable(exc: BaseException) -> bool:
     """Whether ``exc`` is a service error that may go away on its own."""
     return isinstance(exc, ServiceError) and exc.is_retriable
+
+
+class ProxyRefused(Unavailable):
+    """The egress proxy (``HTTPS_PROXY``/``HTTP_PROXY``) refused to relay the call.
+
+    Retriable like any outage: the proxy's policy is the installer's to fix, and nothing about the
+    call itself changes. Kept apart so status can say the proxy, not the service, is in the way.
+    """
+
+
+class ProxyUnreachable(Unavailable):
+    """Nothing answers at the egress proxy's address: the service was never reached."""

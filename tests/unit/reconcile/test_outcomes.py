@@ -14,6 +14,8 @@ from secretferry.service import errors as service_errors
     [
         (service_errors.Unavailable("down", status_code=503), reasons.SERVICE_UNAVAILABLE, True, None),
         (service_errors.Unavailable("slow", retry_after=7.0), reasons.SERVICE_UNAVAILABLE, True, 7.0),
+        (service_errors.ProxyRefused("POST /login: proxy 403"), reasons.PROXY_REFUSED, True, None),
+        (service_errors.ProxyUnreachable("POST /login: no proxy"), reasons.PROXY_UNREACHABLE, True, None),
         (service_errors.RateLimited("429", retry_after=30.0), reasons.RATE_LIMITED, True, 30.0),
         (service_errors.AuthenticationError("401", status_code=401), reasons.AUTH_FAILED, False, None),
         (service_errors.PermissionDenied("403", status_code=403), reasons.FORBIDDEN, False, None),

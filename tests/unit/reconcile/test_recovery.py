@@ -87,6 +87,9 @@ async def test_recovery_wakes_what_waited_for_that_host_only(
             (_sync("on-down", "near", reason=reasons.SERVICE_UNAVAILABLE), down),
             (_sync("on-fine", "near", reason=reasons.SYNCED), fine),
             (_sync("login-failed", "near", reason=reasons.SERVICE_UNAVAILABLE), None),
+            # The egress proxy was in the way: the host answering again means it relays again.
+            (_sync("proxy-refused", "near", reason=reasons.PROXY_REFUSED), None),
+            (_sync("proxy-down", "near", reason=reasons.PROXY_UNREACHABLE), None),
             (_sync("rate-limited", "near", reason=reasons.RATE_LIMITED), None),
             (_sync("other-host", "far", reason=reasons.SERVICE_UNAVAILABLE), elsewhere),
         ]
@@ -104,5 +107,6 @@ async def test_recovery_wakes_what_waited_for_that_host_only(
         retry_at = scope_fetcher.next_attempt_at(down)
         assert retry_at is not None and retry_at <= time.monotonic()  # the scope's backoff is over
         # The failed scope's SecretSyncs, and one that failed before reaching a scope; not the
-        # healthy one, not a rate-limited one (its retry-after holds), not another host's.
-        assert queued == {"on-down", "login-failed"}
+        # healthy one, not a rate-limited one (its retry-after holds), not another host's; those
+        # that an egress proxy stopped (ProxyRefused/ProxyUnreachable) as well.
+        assert queued == {"on-down", "login-failed", "proxy-refused", "proxy-down"}
