@@ -125,3 +125,8 @@ GRANT_FORBIDDEN: Final = "GrantForbidden"  # the granter may not grant privilege
 GRANT_REFUSED: Final = "GrantRefused"  # the service refused the request (unknown project or identity, 4xx)
 SLUG_CONFLICT: Final = "SlugConflict"  # an older TemporaryPrivilege manages that identity's privilege slug
 SERVER_NOT_SUPPORTED: Final = "ServerNotSupported"  # rules that need the v2 routes, on a server without them
+
+# --- TLS with a private CA (service/connection.py) ---------------------------------------------
+# Ready=False: the service's certificate does not verify against the system roots plus the
+# identity's spec.tls CAs (unknown CA, host name mismatch, expired). Nothing was sent; retried.
+TLS_VERIFY_FAILED: Final = "TLSVerifyFailed"

@@ -6,8 +6,9 @@ message text::
 
     ServiceError                      anything the service (or the way to it) did wrong
     ├── Unavailable                   retriable: connect/read/write timeouts, broken connections, 5xx
-    │   └── RateLimited               429; ``retry_after`` from the header (60 s when absent)
-    │       └── StreamLimitReached    429 on subscribe: too many open streams for (project, identity)
+    │   ├── RateLimited               429; ``retry_after`` from the header (60 s when absent)
+    │   │   └── StreamLimitReached    429 on subscribe: too many open streams for (project, identity)
+    │   └── TLSVerifyFailed           the server's certificate does not verify against the trusted CAs
     ├── AuthenticationError           401, or 403 with error "TokenError": log in again
     │   ├── StreamError               ``event: error`` on an open stream (token/permission re-check failed)
     │   └── LoginRejected             a login that retrying soon cannot fix (404: no such client id,
@@ -221,3 +222,12 @@ class ProtocolError(ServiceError):
 def is_retriable(exc: BaseException) -> bool:
     """Whether ``exc`` is a service error that may go away on its own."""
     return isinstance(exc, ServiceError) and exc.is_retriable
+
+
+class TLSVerifyFailed(Unavailable):
+    """The server's TLS certificate did not verify (unknown CA, wrong host name, expired).
+
+    Nothing was sent: verification ends the handshake before any request. Retried like a
+    connection failure: the server may rotate to a certificate the trusted CAs verify, or the
+    identity's CA bundle may change.
+    """
