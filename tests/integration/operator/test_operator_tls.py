@@ -217,7 +217,7 @@ def test_rotation_at_the_server_and_of_the_CA_secret_without_restart(
 ) -> None:
     path = f"/{namespace}"
     pid = tls_operator.pid
-    tls_service.set_secret(harness.PROJECT_ID, "dev", path, "DB_URL", "rot-0")
+    tls_service.set_secret(harness.PROJECT_ID, "dev", path, "DB_URL", "rotated-value-0")
     _identity(control_plane, namespace, "rot", ca_bundle=pki["ca_a"].pem)
     _sync(control_plane, namespace, "app", "rot", path)  # event stream (instant updates): the default
     harness.wait_reason(control_plane, namespace, "app", "Synced", timeout=60)
@@ -226,8 +226,8 @@ def test_rotation_at_the_server_and_of_the_CA_secret_without_restart(
     # 1. A new serving pair from the same CA: the stream and the pool reconnect and verify it.
     _rotate(tls_service, pki["a2"])
     assert _served_fingerprint(tls_service, pki["ca_a"].pem) != before
-    tls_service.set_secret(harness.PROJECT_ID, "dev", path, "DB_URL", "rot-1")
-    _wait_value(control_plane, namespace, "app-out", "DB_URL", "rot-1")
+    tls_service.set_secret(harness.PROJECT_ID, "dev", path, "DB_URL", "rotated-value-1")
+    _wait_value(control_plane, namespace, "app-out", "DB_URL", "rotated-value-1")
 
     # 2. A new CA: first the CA Secret trusts both, then the server moves to the new CA.
     _ca_secret(control_plane, namespace, "rot", pki["ca_a"].pem + pki["ca_b"].pem)
@@ -236,13 +236,13 @@ def test_rotation_at_the_server_and_of_the_CA_secret_without_restart(
         what="the operator follows the CA Secret",
     )
     _rotate(tls_service, pki["b1"])
-    tls_service.set_secret(harness.PROJECT_ID, "dev", path, "DB_URL", "rot-2")
-    _wait_value(control_plane, namespace, "app-out", "DB_URL", "rot-2")
+    tls_service.set_secret(harness.PROJECT_ID, "dev", path, "DB_URL", "rotated-value-2")
+    _wait_value(control_plane, namespace, "app-out", "DB_URL", "rotated-value-2")
     harness.wait_reason(control_plane, namespace, "app", "Synced")
 
     # 3. The CA Secret back to the old CA only: the new bundle is what is trusted, not a cached one.
     _ca_secret(control_plane, namespace, "rot", pki["ca_a"].pem)
-    tls_service.set_secret(harness.PROJECT_ID, "dev", path, "DB_URL", "rot-3")
+    tls_service.set_secret(harness.PROJECT_ID, "dev", path, "DB_URL", "rotated-value-3")
     eventually(
         lambda: (
             (c := _identity_ready(control_plane, namespace, "rot")) and c.get("reason") == "TLSVerifyFailed"
@@ -252,9 +252,9 @@ def test_rotation_at_the_server_and_of_the_CA_secret_without_restart(
     )
     assert (secret_data(control_plane, namespace, "app-out") or {}).get(
         "DB_URL"
-    ) == "rot-2"  # kept, not emptied
+    ) == "rotated-value-2"  # kept, not emptied
 
     # 4. And forward again: the new CA, synced with the value changed meanwhile.
     _ca_secret(control_plane, namespace, "rot", pki["ca_b"].pem)
-    _wait_value(control_plane, namespace, "app-out", "DB_URL", "rot-3")
+    _wait_value(control_plane, namespace, "app-out", "DB_URL", "rotated-value-3")
     assert tls_operator.pid == pid, "the operator restarted"

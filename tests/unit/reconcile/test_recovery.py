@@ -87,6 +87,8 @@ async def test_recovery_wakes_what_waited_for_that_host_only(
             (_sync("on-down", "near", reason=reasons.SERVICE_UNAVAILABLE), down),
             (_sync("on-fine", "near", reason=reasons.SYNCED), fine),
             (_sync("login-failed", "near", reason=reasons.SERVICE_UNAVAILABLE), None),
+            # The server now shows a certificate that verifies (rotated): retried too.
+            (_sync("tls-failed", "near", reason=reasons.TLS_VERIFY_FAILED), None),
             (_sync("rate-limited", "near", reason=reasons.RATE_LIMITED), None),
             (_sync("other-host", "far", reason=reasons.SERVICE_UNAVAILABLE), elsewhere),
         ]
@@ -105,4 +107,4 @@ async def test_recovery_wakes_what_waited_for_that_host_only(
         assert retry_at is not None and retry_at <= time.monotonic()  # the scope's backoff is over
         # The failed scope's SecretSyncs, and one that failed before reaching a scope; not the
         # healthy one, not a rate-limited one (its retry-after holds), not another host's.
-        assert queued == {"on-down", "login-failed"}
+        assert queued == {"on-down", "login-failed", "tls-failed"}
