@@ -105,6 +105,8 @@ class IdentityEntry:
     ca_version: str | None = None
     """resourceVersion of the ``spec.tls.caSecretRef`` Secret the session's CA bundle was read
     from; the Secret watch seeing another one ends the session (``ca_secret_seen``)."""
+    ca_stale: bool = False
+    """The CA Secret changed while a session was being built with what was read before it."""
 
 
 @dataclass
@@ -343,8 +345,8 @@ class IdentityRegistry:
         in again and requeue their SecretSyncs). A relist repeats the version read: nothing."""
         changed: list[IdentityEntry] = []
         for entry in self._entries.values():
-            if entry.session is None or entry.ca_version is None or entry.model is None:
-                continue
+            if entry.ca_version is None or entry.model is None:
+                continue  # no bundle read from a Secret yet: the next read gets the current one
             tls = entry.model.spec.tls
             ref = tls.ca_secret_ref if tls is not None else None
             if ref is None or ref.name != name or self._ref_namespace(entry, ref) != namespace:
@@ -357,7 +359,10 @@ class IdentityRegistry:
                 namespace,
                 name,
             )
-            self._retire(entry.session)
+            if entry.session is not None:
+                self._retire(entry.session)
+            else:  # read, and the session is being built with it: ``session`` builds again
+                entry.ca_stale = True
             entry.session, entry.ca_version = None, None
             changed.append(entry)
         return changed
@@ -383,9 +388,13 @@ class IdentityRegistry:
             assert entry.model is not None
             spec = entry.model.spec
             host = spec.host_api or self._settings.default_host_api
+            entry.ca_stale = False
             ca_pem = await self._ca_bundle(entry, spec)
-            client = self._pool.get(host, ca_pem)
             credentials = await self._credentials(entry, spec.auth)
+            if entry.ca_stale:  # the CA Secret changed meanwhile (``ca_secret_seen``): read it again
+                entry.ca_stale = False
+                ca_pem = await self._ca_bundle(entry, spec)
+            client = self._pool.get(host, ca_pem)
             entry.session = auth.AuthSession(
                 client,
                 credentials,

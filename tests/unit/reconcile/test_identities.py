@@ -585,3 +585,30 @@ async def test_an_identity_without_a_ca_secret_ignores_secret_changes(world: Wor
     session = await world.registry.session(entry)
     assert world.registry.ca_secret_seen("team-a", "creds", "999") == []
     assert entry.session is session
+
+
+async def test_a_ca_secret_changing_while_the_session_is_built_is_read_again(world: World) -> None:
+    old_pem, new_pem = _ca_pems()
+    world.put_secret("team-a", "creds", allowed="id")
+    _put_ca(world, old_pem)
+    entry = world.registry.upsert(
+        ident_mod.MACHINE, machine(tls={"caSecretRef": {"name": "ca", "key": "ca.crt"}})
+    )
+    original = world.registry._read
+
+    async def read_then_change(entry_: ident_mod.IdentityEntry, ref: Any) -> str:
+        # The CA Secret was read; before the session exists, the watch sees it change.
+        if ref.name == "creds" and not hasattr(read_then_change, "done"):
+            read_then_change.done = True  # type: ignore[attr-defined]
+            version = _put_ca(world, new_pem)
+            assert world.registry.ca_secret_seen("team-a", "ca", version) == [entry_]
+        return await original(entry_, ref)
+
+    world.registry._read = read_then_change  # type: ignore[method-assign]
+    await world.registry.session(entry)
+    ca_gets = [p for p in world.gets("secrets") if p.endswith("/ca")]
+    assert len(ca_gets) == 2  # read again: the session trusts the bundle the Secret holds now
+    assert (
+        entry.ca_version
+        == world.apiserver.objects["/api/v1/namespaces/team-a/secrets/ca"]["metadata"]["resourceVersion"]
+    )
