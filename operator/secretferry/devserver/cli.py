@@ -74,6 +74,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--faults", help="fault document: a YAML/JSON file path or inline JSON")
     p.add_argument("--log-level", default="info")
+    # HTTPS, as a self-hosted server behind a private CA serves it: tests generate the CA and
+    # the pair (tests/integration/operator/test_operator_tls.py). Both or neither.
+    p.add_argument("--tls-cert", type=Path, help="PEM certificate (chain) to serve HTTPS with")
+    p.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     return p
 
 
@@ -115,11 +119,22 @@ def config_from(args: argparse.Namespace) -> DevServerConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        p.error("--tls-cert and --tls-key go together")
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     app = create_app(config_from(args))
     # One worker, no reload: state (event bus, fault set) lives in this process.
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=False,
+        ssl_certfile=args.tls_cert,
+        ssl_keyfile=args.tls_key,
+    )
     return 0

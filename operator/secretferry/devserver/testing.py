@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +36,31 @@ def free_port() -> int:
         return port
 
 
+@dataclass(frozen=True)
+class TLSFiles:
+    """What the dev server serves HTTPS with, and the CA bundle (PEM) that verifies it.
+
+    Rotation at the server: write new files (or name others) and ``restart`` with them
+    (``DevServer.tls``); the admin client trusts ``ca_pem`` of the pair in use.
+    """
+
+    cert: Path
+    key: Path
+    ca_pem: str
+
+
 class DevServer:
     """A running dev server subprocess and its admin API."""
 
-    def __init__(self, *, seed_path: Path, data_dir: Path, port: int, extra_args: Sequence[str]) -> None:
+    def __init__(
+        self,
+        *,
+        seed_path: Path,
+        data_dir: Path,
+        port: int,
+        extra_args: Sequence[str],
+        tls: TLSFiles | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.data_path = data_dir / "devserver.sqlite"
         self.seed_path = seed_path
@@ -52,12 +75,32 @@ class DevServer:
             self.admin_token = ""
             self.admin_token_file = data_dir / "admin-token"
             self.extra_args += [f"--admin-token-file={self.admin_token_file}"]
-        self.base_url = f"http://127.0.0.1:{port}"
         self.log_path = data_dir / "devserver.log"
         self._process: subprocess.Popen[bytes] | None = None
-        self._admin = httpx.Client(
-            base_url=self.base_url, headers={"X-Admin-Token": self.admin_token}, timeout=10.0
+        self.tls = tls
+        self.base_url = self._url(port)
+        self._admin = self._admin_client()
+
+    def _url(self, port: int) -> str:
+        return f"{'https' if self.tls is not None else 'http'}://127.0.0.1:{port}"
+
+    def _verify(self) -> ssl.SSLContext | bool:
+        return ssl.create_default_context(cadata=self.tls.ca_pem) if self.tls is not None else True
+
+    def _admin_client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url,
+            headers={"X-Admin-Token": self.admin_token},
+            timeout=10.0,
+            verify=self._verify(),
         )
+
+    def use_tls(self, tls: TLSFiles | None) -> None:
+        """Serve with ``tls`` from the next start on (a rotation: ``use_tls(new)``, ``restart()``)."""
+        self.tls = tls
+        self.base_url = self._url(self.port)
+        self._admin.close()
+        self._admin = self._admin_client()
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -79,6 +122,8 @@ class DevServer:
             "warning",
             *self.extra_args,
         ]
+        if self.tls is not None:
+            command += ["--tls-cert", str(self.tls.cert), "--tls-key", str(self.tls.key)]
         if self.admin_token_file is not None:
             self.admin_token_file.unlink(missing_ok=True)
         with self.log_path.open("ab") as log:
@@ -99,7 +144,8 @@ class DevServer:
             if self._process.poll() is not None:
                 raise RuntimeError(f"dev server exited with {self._process.returncode}: {self._log_tail()}")
             try:
-                if httpx.get(f"{self.base_url}/_admin/health", timeout=1.0).status_code == 200:
+                health = httpx.get(f"{self.base_url}/_admin/health", timeout=1.0, verify=self._verify())
+                if health.status_code == 200:
                     return
             except httpx.TransportError:
                 pass
@@ -145,7 +191,7 @@ class DevServer:
         if not allow_new_port:
             raise RuntimeError(f"port {self.port} stays in use")
         self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.base_url = self._url(self.port)
         self._admin.base_url = httpx.URL(self.base_url)
         self.start()
 
@@ -236,7 +282,12 @@ def kubernetes_auth(
 
 @contextlib.contextmanager
 def run_dev_server(
-    *, seed: dict[str, Any] | Path, data_dir: Path, port: int | None = None, extra_args: Sequence[str] = ()
+    *,
+    seed: dict[str, Any] | Path,
+    data_dir: Path,
+    port: int | None = None,
+    extra_args: Sequence[str] = (),
+    tls: TLSFiles | None = None,
 ) -> Iterator[DevServer]:
     """Start the dev server subprocess; stop it on exit (even when the test fails)."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -246,7 +297,7 @@ def run_dev_server(
     else:
         seed_path = seed
     server = DevServer(
-        seed_path=seed_path, data_dir=data_dir, port=port or free_port(), extra_args=extra_args
+        seed_path=seed_path, data_dir=data_dir, port=port or free_port(), extra_args=extra_args, tls=tls
     )
     try:
         server.start_with_retries(allow_new_port=port is None)

@@ -21,6 +21,8 @@ class ReferencedSecret:
     name: str
     annotations: dict[str, str]
     data: dict[str, str] = field(repr=False)  # base64 values: never in a repr
+    resource_version: str = ""
+    """As read: a watch event with another one means the data may have changed (CA bundles)."""
 
     def value(self, key: str) -> str:
         """The decoded (UTF-8) value of ``key``.
@@ -58,4 +60,5 @@ async def read(kube: Kube, *, namespace: str, name: str) -> ReferencedSecret:
         name=name,
         annotations=dict(meta.get("annotations") or {}),
         data=dict(secret.get("data") or {}),
+        resource_version=str(meta.get("resourceVersion") or ""),
     )

@@ -102,6 +102,11 @@ class IdentityEntry:
     """Whether each object it relies on opted in, as last seen by the watch (namespaced only)."""
     withdrawn: dict[tenancy.CredentialRef, problems.Problem] = field(default_factory=dict)
     """Objects whose opt-in the watch saw missing: while any is, no session and no login."""
+    ca_version: str | None = None
+    """resourceVersion of the ``spec.tls.caSecretRef`` Secret the session's CA bundle was read
+    from; the Secret watch seeing another one ends the session (``ca_secret_seen``)."""
+    ca_stale: bool = False
+    """The CA Secret changed while a session was being built with what was read before it."""
 
 
 @dataclass
@@ -332,6 +337,36 @@ class IdentityRegistry:
                 back.append(entry)
         return lost, back
 
+    def ca_secret_seen(self, namespace: str, name: str, resource_version: str | None) -> list[IdentityEntry]:
+        """A watched Secret as it is now (``None``: deleted). Identities whose session trusts a
+        CA bundle read from an older version of it lose that session (retired like a spec change:
+        calls under way finish); the next call reads the bundle afresh and connects through a
+        pool that trusts it, so a CA rotation needs no restart. Returns those identities (to log
+        in again and requeue their SecretSyncs). A relist repeats the version read: nothing."""
+        changed: list[IdentityEntry] = []
+        for entry in self._entries.values():
+            if entry.ca_version is None or entry.model is None:
+                continue  # no bundle read from a Secret yet: the next read gets the current one
+            tls = entry.model.spec.tls
+            ref = tls.ca_secret_ref if tls is not None else None
+            if ref is None or ref.name != name or self._ref_namespace(entry, ref) != namespace:
+                continue
+            if resource_version == entry.ca_version:
+                continue
+            log.info(
+                "%s: CA bundle Secret %s/%s changed; connecting again with the bundle it holds now",
+                key_str(entry.key),
+                namespace,
+                name,
+            )
+            if entry.session is not None:
+                self._retire(entry.session)
+            else:  # read, and the session is being built with it: ``session`` builds again
+                entry.ca_stale = True
+            entry.session, entry.ca_version = None, None
+            changed.append(entry)
+        return changed
+
     # --- sessions -----------------------------------------------------------------------------
     async def session(self, entry: IdentityEntry) -> auth.AuthSession:
         """The shared login session of ``entry``, built on first use.
@@ -353,9 +388,13 @@ class IdentityRegistry:
             assert entry.model is not None
             spec = entry.model.spec
             host = spec.host_api or self._settings.default_host_api
+            entry.ca_stale = False
             ca_pem = await self._ca_bundle(entry, spec)
-            client = self._pool.get(host, ca_pem)
             credentials = await self._credentials(entry, spec.auth)
+            if entry.ca_stale:  # the CA Secret changed meanwhile (``ca_secret_seen``): read it again
+                entry.ca_stale = False
+                ca_pem = await self._ca_bundle(entry, spec)
+            client = self._pool.get(host, ca_pem)
             entry.session = auth.AuthSession(
                 client,
                 credentials,
@@ -377,12 +416,17 @@ class IdentityRegistry:
     async def _read(self, entry: IdentityEntry, ref: models_base.SecretKeyRef) -> str:
         """One value of a referenced Secret; for a namespaced identity only from a Secret that
         opted in (``tenancy.opted_in``): its value never leaves memory otherwise."""
+        value, _ = await self._read_versioned(entry, ref)
+        return value
+
+    async def _read_versioned(self, entry: IdentityEntry, ref: models_base.SecretKeyRef) -> tuple[str, str]:
+        """``_read``, and the Secret's resourceVersion as read."""
         namespace = self._ref_namespace(entry, ref)
         try:
             secret = await secretrefs.read(self._kube, namespace=namespace, name=ref.name)
             if entry.key[0] == MACHINE and not tenancy.opted_in(secret.annotations, entry.key[2]):
                 raise _not_opted_in(entry, "Secret", namespace=namespace, name=ref.name)
-            return secret.value(ref.key)
+            return secret.value(ref.key), secret.resource_version
         except kube_errors.SecretKeyMissing as exc:  # only of a Secret that opted in (or a cluster one)
             raise _credentials_problem(f"{key_str(entry.key)}: {exc}") from exc
         except kube_errors.NotFound as exc:
@@ -404,7 +448,8 @@ class IdentityRegistry:
         if spec.tls.ca_bundle:
             return spec.tls.ca_bundle
         if spec.tls.ca_secret_ref is not None:
-            return await self._read(entry, spec.tls.ca_secret_ref)
+            ca_pem, entry.ca_version = await self._read_versioned(entry, spec.tls.ca_secret_ref)
+            return ca_pem
         return None
 
     async def _credentials(

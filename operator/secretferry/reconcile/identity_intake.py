@@ -227,6 +227,9 @@ class IdentityIntake:
             meta = event.object.get("metadata") or {}
             annotations = None if event.type == "DELETED" else dict(meta.get("annotations") or {})
             self.consent_seen(kind, str(meta.get("namespace", "")), str(meta.get("name", "")), annotations)
+            if kind == "Secret":
+                version = None if event.type == "DELETED" else str(meta.get("resourceVersion") or "")
+                self.ca_secret_seen(str(meta.get("namespace", "")), str(meta.get("name", "")), version)
             if kind == "Secret" and self._on_secret is not None and self.leading:
                 self._on_secret(
                     str(meta.get("namespace", "")),
@@ -257,6 +260,20 @@ class IdentityIntake:
             self._requeue([k for k, e in self._syncs.items() if _uses(e, kind_, namespace_, name_)])
             if self._on_identity is not None:
                 self._on_identity(kind_, namespace_, name_)
+
+    def ca_secret_seen(self, namespace: str, name: str, resource_version: str | None) -> None:
+        """A Secret changed: identities whose CA bundle it holds connect again with the new
+        bundle, log in once (their status follows) and their SecretSyncs retry at once (a
+        rotation that ends a TLSVerifyFailed needs no wait for the backoff)."""
+        changed = self._identities.ca_secret_seen(namespace, name, resource_version)
+        if not self.leading:
+            return
+        for entry in changed:
+            if not self._serves(entry):
+                continue
+            self._status.spawn_check(entry)
+            kind_, namespace_, name_ = entry.key
+            self._requeue([k for k, e in self._syncs.items() if _uses(e, kind_, namespace_, name_)])
 
     def _requeue(self, keys: list[state.SyncKey]) -> None:
         """Queue ``keys`` as live work: a change someone just made (only when leading)."""

@@ -32,6 +32,8 @@ def from_service_error(exc: service_errors.ServiceError, *, scope_text: str) -> 
 def _service_reason(exc: service_errors.ServiceError) -> tuple[str, str]:
     if isinstance(exc, service_errors.RateLimited):
         return reasons.RATE_LIMITED, "rate limited by the service"
+    if isinstance(exc, service_errors.TLSVerifyFailed):
+        return reasons.TLS_VERIFY_FAILED, "TLS verification failed"
     if isinstance(exc, service_errors.ProxyRefused):
         return reasons.PROXY_REFUSED, "refused by the egress proxy"
     if isinstance(exc, service_errors.ProxyUnreachable):

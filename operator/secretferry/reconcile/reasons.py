@@ -129,3 +129,9 @@ SERVER_NOT_SUPPORTED: Final = "ServerNotSupported"  # rules that need the v2 rou
 # Ready=False, on every kind that calls the service; retried with backoff, nothing is deleted.
 PROXY_REFUSED: Final = "ProxyRefused"  # the proxy refused the CONNECT or answered 403/407 itself
 PROXY_UNREACHABLE: Final = "ProxyUnreachable"  # nothing answers at the proxy's address
+
+
+# --- TLS with a private CA (service/connection.py) ---------------------------------------------
+# Ready=False: the service's certificate does not verify against the system roots plus the
+# identity's spec.tls CAs (unknown CA, host name mismatch, expired). Nothing was sent; retried.
+TLS_VERIFY_FAILED: Final = "TLSVerifyFailed"

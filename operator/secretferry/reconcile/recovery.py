@@ -41,7 +41,8 @@ class Recovery:
 
         Woken are the streams that failed to connect, the scopes whose list call found nobody
         answering (their backoff is cut short, not reset: should the host fail again, the next
-        delay is as long as before) and the SecretSyncs that reported ServiceUnavailable before
+        delay is as long as before) and the SecretSyncs that reported ServiceUnavailable (or
+        TLSVerifyFailed) before
         reaching a scope (a login, a slug lookup). A 429's retry-after still holds (``not_before``).
         Bounded: the SecretSyncs go to the backlog, which the worker pool drains ``workers`` at a
         time, the fetcher makes one call per scope, and each identity logs in at most once.
@@ -83,7 +84,10 @@ def _waits_for_service(entry: state.SyncEntry) -> bool:
     return cond is not None and cond.get("status") == "False" and cond.get("reason") in _WAITING_REASONS
 
 
-_WAITING_REASONS = frozenset({reasons.SERVICE_UNAVAILABLE, reasons.PROXY_REFUSED, reasons.PROXY_UNREACHABLE})
+# TLSVerifyFailed: the server may now show a certificate that verifies (rotated).
+_WAITING_REASONS = frozenset(
+    {reasons.SERVICE_UNAVAILABLE, reasons.PROXY_REFUSED, reasons.PROXY_UNREACHABLE, reasons.TLS_VERIFY_FAILED}
+)
 
 
 def _identity_key_str(entry: state.SyncEntry) -> str:

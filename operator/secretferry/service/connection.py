@@ -66,8 +66,31 @@ def _tls_failure(exc: BaseException) -> bool:
     return False
 
 
-def _transport_error(endpoint: str, exc: httpx.HTTPError, *, proxied: bool = False) -> errors.ServiceError:
+def _verify_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification error under an httpx ``ConnectError``, if that is the cause."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # httpx → httpcore → ssl; a bound against cycles
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _transport_error(
+    endpoint: str, exc: httpx.HTTPError, *, proxied: bool = False, host: str = ""
+) -> errors.ServiceError:
     detail = f"{type(exc).__name__}: {exc}"[:_MAX_TRANSPORT_MESSAGE_LENGTH]
+    verify = _verify_failure(exc) if isinstance(exc, httpx.ConnectError) else None
+    if verify is not None:
+        # OpenSSL's own words ("unable to get local issuer certificate", "Hostname mismatch…"):
+        # about the certificate the server showed, never about anything we hold.
+        why = str(verify.verify_message or verify.reason or "certificate verify failed")
+        return errors.TLSVerifyFailed(
+            f"{endpoint}: the TLS certificate of {host or 'the service'} does not verify: {why}"
+            "; nothing was sent (trust its CA with spec.tls.caBundle or spec.tls.caSecretRef)"
+        )
     # httpx raises ProxyError when the proxy answers CONNECT with anything but 2xx. The message is
     # the proxy's status line; the proxy URL (which may hold a password) is never part of it.
     if isinstance(exc, httpx.ProxyError):
@@ -108,6 +131,9 @@ class Connection:
                 field="stream_read_timeout",
             )
         self.api_root = wire.api_root(base_url)
+        url = httpx.URL(self.api_root)
+        self.origin = f"{url.host}:{url.port}" if url.port else url.host
+        """host[:port] of the service, named in TLS failures."""
         connect = min(CONNECT_TIMEOUT_SECONDS, timeout)
         # Ordinary calls: ``timeout`` (default 10 s) to read an answer; list calls are per scope
         # and small, so a slower answer means an overloaded service, better retried with backoff.
@@ -195,7 +221,7 @@ class Connection:
                 self.pacer.failed(endpoint)
             if isinstance(exc, httpx.HTTPError):
                 raise self._failed(
-                    _transport_error(endpoint, exc, proxied=self.proxied), probe=probe
+                    _transport_error(endpoint, exc, proxied=self.proxied, host=self.origin), probe=probe
                 ) from exc
             raise
         if not probe:
@@ -290,7 +316,9 @@ class Connection:
         except BaseException as exc:
             self.pacer.failed(endpoint)
             if isinstance(exc, httpx.HTTPError):
-                raise self._failed(_transport_error(endpoint, exc, proxied=self.proxied)) from exc
+                raise self._failed(
+                    _transport_error(endpoint, exc, proxied=self.proxied, host=self.origin)
+                ) from exc
             raise
         self.pacer.answered(endpoint, status=response.status_code, headers=response.headers)
         self._observe(response, stream=True)

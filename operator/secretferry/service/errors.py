@@ -10,7 +10,8 @@ message text::
     │   │   └── StreamLimitReached    429 on subscribe: too many open streams for (project, identity)
     │   ├── ProxyRefused              the egress proxy answered instead of the service: a refused
     │   │                             CONNECT, or a 403/407 page that is not the service's JSON
-    │   └── ProxyUnreachable          the egress proxy itself could not be reached
+    │   ├── ProxyUnreachable          the egress proxy itself could not be reached
+    │   └── TLSVerifyFailed           the server's certificate does not verify against the trusted CAs
     ├── AuthenticationError           401, or 403 with error "TokenError": log in again
     │   ├── StreamError               ``event: error`` on an open stream (token/permission re-check failed)
     │   └── LoginRejected             a login that retrying soon cannot fix (404: no such client id,
@@ -236,3 +237,12 @@ class ProxyRefused(Unavailable):
 
 class ProxyUnreachable(Unavailable):
     """Nothing answers at the egress proxy's address: the service was never reached."""
+
+
+class TLSVerifyFailed(Unavailable):
+    """The server's TLS certificate did not verify (unknown CA, wrong host name, expired).
+
+    Nothing was sent: verification ends the handshake before any request. Retried like a
+    connection failure: the server may rotate to a certificate the trusted CAs verify, or the
+    identity's CA bundle may change.
+    """

@@ -527,3 +527,88 @@ async def test_the_apiserver_audiences_are_learnt_once_and_unknown_means_nothing
         await raised(session.token())
     assert [p for m, p, _ in world.kube.calls if p == PROBE] == [PROBE, PROBE]  # learnt, then cached
     assert len(world.token_requests()) >= 1
+
+
+# --- CA bundles (spec.tls.caSecretRef) -----------------------------------------------------------
+
+
+def _ca_pems() -> tuple[str, str]:
+    """Two real CA certificates (certifi's first two roots): each loads as a CA bundle."""
+    import certifi
+
+    end = "-----END CERTIFICATE-----"
+    certs = [c.strip() + "\n" + end + "\n" for c in certifi.contents().split(end) if "BEGIN" in c]
+    return certs[0][certs[0].index("-----BEGIN") :], certs[1][certs[1].index("-----BEGIN") :]
+
+
+def _put_ca(world: World, pem: str) -> str:
+    """The CA Secret (opted in to identity ``id``); returns its resourceVersion as stored."""
+    path = "/api/v1/namespaces/team-a/secrets/ca"
+    meta = {"name": "ca", "namespace": "team-a", "annotations": {ALLOWED: "id"}}
+    world.apiserver.put(path, {"metadata": meta, "data": {"ca.crt": base64.b64encode(pem.encode()).decode()}})
+    return str(world.apiserver.objects[path]["metadata"]["resourceVersion"])
+
+
+async def test_a_changed_ca_secret_ends_the_session_and_the_next_one_trusts_the_new_bundle(
+    world: World,
+) -> None:
+    old_pem, new_pem = _ca_pems()
+    world.put_secret("team-a", "creds", allowed="id")
+    version = _put_ca(world, old_pem)
+    entry = world.registry.upsert(
+        ident_mod.MACHINE, machine(tls={"caSecretRef": {"name": "ca", "key": "ca.crt"}})
+    )
+    first = await world.registry.session(entry)
+    assert entry.ca_version == version
+
+    # The watch's first listing, an unrelated Secret, another namespace: nothing changes.
+    assert world.registry.ca_secret_seen("team-a", "ca", version) == []
+    assert world.registry.ca_secret_seen("team-a", "creds", "999") == []
+    assert world.registry.ca_secret_seen("team-b", "ca", "999") == []
+    assert entry.session is first
+
+    changed_version = _put_ca(world, new_pem)
+    assert world.registry.ca_secret_seen("team-a", "ca", changed_version) == [entry]
+    assert entry.session is None
+    assert "retired" in str(await raised(first.token()))  # the old session logs in no more
+
+    second = await world.registry.session(entry)
+    assert second is not first and entry.ca_version == changed_version
+    assert second._client is not first._client  # another pool: the one that trusts the new bundle
+    # Deleted: the session ends too; the next one reports the missing Secret.
+    assert world.registry.ca_secret_seen("team-a", "ca", None) == [entry]
+
+
+async def test_an_identity_without_a_ca_secret_ignores_secret_changes(world: World) -> None:
+    world.put_secret("team-a", "creds", allowed="id")
+    entry = world.registry.upsert(ident_mod.MACHINE, machine())
+    session = await world.registry.session(entry)
+    assert world.registry.ca_secret_seen("team-a", "creds", "999") == []
+    assert entry.session is session
+
+
+async def test_a_ca_secret_changing_while_the_session_is_built_is_read_again(world: World) -> None:
+    old_pem, new_pem = _ca_pems()
+    world.put_secret("team-a", "creds", allowed="id")
+    _put_ca(world, old_pem)
+    entry = world.registry.upsert(
+        ident_mod.MACHINE, machine(tls={"caSecretRef": {"name": "ca", "key": "ca.crt"}})
+    )
+    original = world.registry._read
+
+    async def read_then_change(entry_: ident_mod.IdentityEntry, ref: Any) -> str:
+        # The CA Secret was read; before the session exists, the watch sees it change.
+        if ref.name == "creds" and not hasattr(read_then_change, "done"):
+            read_then_change.done = True  # type: ignore[attr-defined]
+            version = _put_ca(world, new_pem)
+            assert world.registry.ca_secret_seen("team-a", "ca", version) == [entry_]
+        return await original(entry_, ref)
+
+    world.registry._read = read_then_change  # type: ignore[method-assign]
+    await world.registry.session(entry)
+    ca_gets = [p for p in world.gets("secrets") if p.endswith("/ca")]
+    assert len(ca_gets) == 2  # read again: the session trusts the bundle the Secret holds now
+    assert (
+        entry.ca_version
+        == world.apiserver.objects["/api/v1/namespaces/team-a/secrets/ca"]["metadata"]["resourceVersion"]
+    )

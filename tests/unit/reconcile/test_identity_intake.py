@@ -16,7 +16,8 @@ from secretferry.kube import errors as kube_errors
 from secretferry.kube import watching
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile import identity_intake, identity_status, reasons, state, tasks, tenancy
-from secretferry.service import listroutes
+from secretferry.service import auth, listroutes
+from secretferry.service import client as service_client
 
 GROUP_PATH = "/apis/secretferry.io/v1alpha1"
 
@@ -201,3 +202,41 @@ async def test_consent_taken_back_reports_the_identity_and_requeues_its_secretsy
     ((method, path, kwargs),) = kube.calls
     assert (method, path) == ("PATCH", f"{GROUP_PATH}/namespaces/ns/machineidentities/id/status")
     assert kwargs["body"]["status"]["conditions"][0]["reason"] == reasons.CREDENTIALS_NOT_OPTED_IN
+
+
+async def test_a_changed_ca_secret_requeues_the_identitys_secretsyncs_and_a_relist_does_not() -> None:
+    kube, queue = FakeKube(), RecordingQueue()
+    syncs = {("ns", "app"): _sync_entry("app", "id"), ("ns", "other"): _sync_entry("other", "someone-else")}
+    intake, registry = _intake(kube, queue, syncs)
+    ca_ref = {"name": "ca", "key": "ca.crt"}
+    body = _identity_body("id") | {
+        "spec": {
+            "auth": {"accessToken": {"secretRef": {"name": "creds", "key": "token"}}},
+            "tls": {"caSecretRef": ca_ref},
+        }
+    }
+    intake.event(ident_mod.MACHINE, "ADDED", body)  # while standby: no check
+    intake.take_over()
+    entry = registry.get((ident_mod.MACHINE, "ns", "id"))
+    assert entry is not None
+    async with service_client.ServiceClient("https://service.example") as client:
+        old = entry.session = auth.AuthSession(client, auth.StaticTokenCredentials("t"))
+        entry.ca_version = "5"  # as read when the session was built
+
+        intake.ca_secret_seen("ns", "ca", "5")  # the watch's listing: the version read
+        intake.ca_secret_seen("ns", "creds", "9")  # not the CA Secret
+        assert queue.queued == {} and entry.session is not None
+
+        intake.ca_secret_seen("ns", "ca", "6")
+        await asyncio.sleep(1)  # virtual: the status check runs in its own task
+        assert queue.queued == {("ns", "app"): True}
+        assert entry.session is not old  # ended: the next session reads the bundle afresh
+        assert "retired" in str(await _raised(old.token()))
+
+
+async def _raised(call: Any) -> Exception:
+    try:
+        await call
+    except Exception as exc:
+        return exc
+    raise AssertionError("nothing was raised")

@@ -59,3 +59,10 @@ def test_problems_compare_by_what_they_say() -> None:
     assert problems.Problem("A", "m", retriable=True) == problems.Problem("A", "m", retriable=True)
     assert problems.Problem("A", "m") != problems.Problem("A", "m", retriable=True)
     assert str(problems.Problem("A", "the message")) == "the message"
+
+
+def test_a_certificate_that_does_not_verify_is_its_own_reason() -> None:
+    exc = service_errors.TLSVerifyFailed("POST /api/v1/auth/universal-auth/login: does not verify")
+    problem = outcomes.from_service_error(exc, scope_text="login")
+    assert problem.reason == reasons.TLS_VERIFY_FAILED
+    assert problem.retriable

@@ -90,6 +90,8 @@ async def test_recovery_wakes_what_waited_for_that_host_only(
             # The egress proxy was in the way: the host answering again means it relays again.
             (_sync("proxy-refused", "near", reason=reasons.PROXY_REFUSED), None),
             (_sync("proxy-down", "near", reason=reasons.PROXY_UNREACHABLE), None),
+            # The server now shows a certificate that verifies (rotated): retried too.
+            (_sync("tls-failed", "near", reason=reasons.TLS_VERIFY_FAILED), None),
             (_sync("rate-limited", "near", reason=reasons.RATE_LIMITED), None),
             (_sync("other-host", "far", reason=reasons.SERVICE_UNAVAILABLE), elsewhere),
         ]
@@ -109,4 +111,4 @@ async def test_recovery_wakes_what_waited_for_that_host_only(
         # The failed scope's SecretSyncs, and one that failed before reaching a scope; not the
         # healthy one, not a rate-limited one (its retry-after holds), not another host's; those
         # that an egress proxy stopped (ProxyRefused/ProxyUnreachable) as well.
-        assert queued == {"on-down", "login-failed", "proxy-refused", "proxy-down"}
+        assert queued == {"on-down", "login-failed", "proxy-refused", "proxy-down", "tls-failed"}

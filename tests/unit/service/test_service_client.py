@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -736,3 +737,36 @@ async def test_unrequested_not_modified_is_a_protocol_error() -> None:
     async with service:
         with pytest.raises(errors.ProtocolError):
             await service.list_secrets(models.ListSecretsQuery(project_id="p1", environment="dev"))
+
+
+async def test_a_certificate_that_does_not_verify_is_TLSVerifyFailed_naming_the_host() -> None:
+    verify = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    verify.verify_message = "unable to get local issuer certificate"
+    failure = httpx.ConnectError(str(verify))
+    failure.__cause__ = verify
+
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise failure
+
+    service, _ = make(fail)
+    async with service:
+        with pytest.raises(errors.TLSVerifyFailed) as info:
+            await service.delete_org_membership("o1", "m1")
+    assert isinstance(info.value, errors.Unavailable)  # retried: the server or the bundle may change
+    assert "sf.example" in info.value.message
+    assert "unable to get local issuer certificate" in info.value.message
+    assert TOKEN not in info.value.message
+
+
+async def test_another_tls_failure_stays_a_connection_failure() -> None:
+    failure = httpx.ConnectError("wrong version number")
+    failure.__cause__ = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
+
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise failure
+
+    service, _ = make(fail)
+    async with service:
+        with pytest.raises(errors.Unavailable) as info:
+            await service.delete_org_membership("o1", "m1")
+    assert not isinstance(info.value, errors.TLSVerifyFailed)
