@@ -410,24 +410,31 @@ class IdentityRegistry:
     async def _credentials(
         self, entry: IdentityEntry, method: identity_models.IdentityAuth
     ) -> auth.Credentials:
-        if method.kubernetes is not None:
-            k8s = method.kubernetes
-            sa_namespace = self._ref_namespace(entry, k8s.service_account_ref)
+        token_auth = method.token_auth
+        if token_auth is not None:
+            sa_namespace = self._ref_namespace(entry, token_auth.service_account_ref)
             expiration, _ = tenancy.token_expiration(
-                k8s.token_expiration_seconds, cap=self._settings.max_token_expiration_seconds
+                token_auth.token_expiration_seconds, cap=self._settings.max_token_expiration_seconds
             )
-            allowed = isinstance(k8s, identity_models.ClusterKubernetesAuth) and k8s.allow_api_server_audience
+            allowed = (
+                isinstance(token_auth, identity_models.ClusterKubernetesAuth)
+                and token_auth.allow_api_server_audience
+            )
+            mint = self._minter(
+                entry,
+                namespace=sa_namespace,
+                name=token_auth.service_account_ref.name,
+                audiences=list(token_auth.audiences),
+                expiration_seconds=expiration,
+                allow_api_server_audience=allowed,
+                method=method.method,
+            )
+            if method.oidc is not None:
+                return auth.OIDCCredentials(identity_id=token_auth.identity_id, mint_jwt=mint)
+            if method.jwt is not None:
+                return auth.JWTCredentials(identity_id=token_auth.identity_id, mint_jwt=mint)
             return auth.KubernetesCredentials(
-                identity_id=k8s.identity_id,
-                mint_jwt=self._minter(
-                    entry,
-                    namespace=sa_namespace,
-                    name=k8s.service_account_ref.name,
-                    audiences=list(k8s.audiences),
-                    expiration_seconds=expiration,
-                    allow_api_server_audience=allowed,
-                ),
-                api_audiences=self._known_api_audiences,
+                identity_id=token_auth.identity_id, mint_jwt=mint, api_audiences=self._known_api_audiences
             )
         if method.universal is not None:
             uni = method.universal
@@ -452,6 +459,7 @@ class IdentityRegistry:
         audiences: list[str],
         expiration_seconds: int,
         allow_api_server_audience: bool = False,
+        method: str = "kubernetes",
     ) -> Callable[[], Awaitable[str]]:
         """A fresh TokenRequest at every login: an old token is never replayed. First, at every
         login, the audiences are compared with the apiserver's own (``tenancy.check_api_audience``):
@@ -465,6 +473,7 @@ class IdentityRegistry:
                 api_audiences=await self._learn_api_audiences(entry),
                 namespaced=entry.key[0] == MACHINE,
                 allowed=allow_api_server_audience,
+                method=method,
             )
             if refusal is not None:
                 raise problems.Problem(refusal.reason, f"{key_str(entry.key)}: {refusal.message}")

@@ -79,6 +79,36 @@ def ignores_audience(exc: errors.TokenReviewAudienceRejected) -> errors.ServerIg
 
 
 @dataclasses.dataclass(frozen=True)
+class OIDCCredentials:
+    """OIDC auth; ``mint_jwt`` returns a NEW ServiceAccount token at every login, which the service
+    verifies against the cluster's OIDC discovery document and keys (no call into the cluster)."""
+
+    identity_id: str
+    mint_jwt: Callable[[], Awaitable[str]]
+
+    kind = "oidc"
+    can_relogin = True
+
+    async def login(self, client: service_client.ServiceClient) -> models.LoginResult:
+        return await client.login_oidc(identity_id=self.identity_id, jwt=await self.mint_jwt())
+
+
+@dataclasses.dataclass(frozen=True)
+class JWTCredentials:
+    """JWT auth; ``mint_jwt`` returns a NEW ServiceAccount token at every login, which the service
+    verifies against its static public keys or its JWKS URL."""
+
+    identity_id: str
+    mint_jwt: Callable[[], Awaitable[str]]
+
+    kind = "jwt"
+    can_relogin = True
+
+    async def login(self, client: service_client.ServiceClient) -> models.LoginResult:
+        return await client.login_jwt(identity_id=self.identity_id, jwt=await self.mint_jwt())
+
+
+@dataclasses.dataclass(frozen=True)
 class UniversalCredentials:
     """Universal auth (client id + secret)."""
 
