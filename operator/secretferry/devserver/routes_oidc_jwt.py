@@ -243,13 +243,20 @@ def _attach(
     _managed(state, caller_id, identity_id)
     if state.identities.auth(identity_id, method) is not None:
         raise BadRequest(f"Failed to add {label} Auth to already configured identity")
-    now = iso(state.now())
-    doc: dict[str, Any] = {"id": new_id(), "identityId": identity_id, "createdAt": now, "updatedAt": now}
+    doc = stored_doc(identity_id, body, now=state.now())
+    state.identities.put_auth(identity_id, method, doc)
+    return _wire(doc)
+
+
+def stored_doc(identity_id: str, body: BaseModel, *, now: float) -> dict[str, Any]:
+    """The stored document of a validated attach body (also what a seed's ``oidcAuth``/``jwtAuth``
+    becomes); raises 400 when the TTL exceeds the max TTL."""
+    at = iso(now)
+    doc: dict[str, Any] = {"id": new_id(), "identityId": identity_id, "createdAt": at, "updatedAt": at}
     doc |= {_PRIVATE.get(k, k): v for k, v in body.model_dump().items()}
     doc["accessTokenTrustedIps"] = [{"ipAddress": "0.0.0.0/0"}]
     _check_ttls(doc)
-    state.identities.put_auth(identity_id, method, doc)
-    return _wire(doc)
+    return doc
 
 
 def _update(
