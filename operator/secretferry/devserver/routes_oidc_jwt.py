@@ -125,7 +125,7 @@ def _check_jwt_source(kind: str, jwks_url: str, public_keys: list[str]) -> None:
 @router.post("/api/v1/auth/oidc-auth/login")
 async def oidc_login(body: Login, state: StateDep) -> dict[str, Any]:
     config = _login_config(state, body.identityId, identity_store.OIDC, "OIDC")
-    await _counted(state, oidc_jwt_login.verify_oidc(config, body.jwt, now=state.now()))
+    await _counted(state, oidc_jwt_login.verify_oidc(config, body.jwt, now=_token_clock(state)))
     return login_response(issue_for(state, body.identityId, identity_store.OIDC, config), state.now())
 
 
@@ -167,7 +167,7 @@ async def oidc_revoke(identityId: str, caller: CallerDep, state: StateDep) -> di
 @router.post("/api/v1/auth/jwt-auth/login")
 async def jwt_login(body: Login, state: StateDep) -> dict[str, Any]:
     config = _login_config(state, body.identityId, identity_store.JWT, "JWT")
-    await _counted(state, oidc_jwt_login.verify_jwt(config, body.jwt, now=state.now()))
+    await _counted(state, oidc_jwt_login.verify_jwt(config, body.jwt, now=_token_clock(state)))
     return login_response(issue_for(state, body.identityId, identity_store.JWT, config), state.now())
 
 
@@ -214,6 +214,12 @@ async def _counted(state: DevState, verification: Any) -> None:
     except ApiError:
         state.stats.counters["loginFailures"] += 1
         raise
+
+
+def _token_clock(state: DevState) -> float:
+    """When a token's ``exp``/``nbf`` are judged: now, or later by the ``jwtClockSkewSeconds``
+    fault, so a test can see a real ServiceAccount token expire without waiting 10 minutes."""
+    return state.now() + state.faults.current.jwt_clock_skew_seconds
 
 
 def _managed(state: DevState, caller_id: str, identity_id: str) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import harness
+import httpx
 import pytest
 from harness import PROJECT_ID, eventually, source
 
@@ -157,10 +158,20 @@ def test_a_wrong_subject_is_refused_at_the_identity(
     assert "OIDC subject not allowed" in cond["message"], cond
 
 
-@pytest.mark.skip(
-    reason="TODO(oidc): needs a way to move the dev server's clock past a real token's exp (TokenRequest "
-    "mints at least 10 minutes); expiry is proven on signed tokens in tests/unit/devserver/"
-    "test_routes_oidc_jwt.py"
-)
-def test_an_expired_token_is_refused_by_the_service() -> None:
-    """Unfinished: an apiserver-minted token refused with "Access denied: jwt expired" once expired."""
+def test_an_expired_token_is_refused_by_the_service(control_plane: ControlPlane, service: DevServer) -> None:
+    """The operator never sends an expired token (it mints one per login), so the refusal is proven
+    on the route itself with a real apiserver token, judged an hour later (``jwtClockSkewSeconds``):
+    TokenRequest mints 10 minutes at least."""
+    control_plane.kubectl(
+        "create", "serviceaccount", "expiring", "-n", harness.OPERATOR_NAMESPACE, check=False
+    )
+    token = control_plane.token_for(harness.OPERATOR_NAMESPACE, "expiring", audiences=[OIDC_AUDIENCE])
+    login = f"{service.base_url}/api/v1/auth/jwt-auth/login"
+    ok = httpx.post(login, json={"identityId": JWT_ID, "jwt": token})
+    assert ok.status_code == 200, ok.text
+    service.set_faults({"jwtClockSkewSeconds": 3600})
+    try:
+        late = httpx.post(login, json={"identityId": JWT_ID, "jwt": token})
+    finally:
+        service.clear_faults()
+    assert late.status_code == 401 and late.json()["message"] == "Access denied: jwt expired", late.text
