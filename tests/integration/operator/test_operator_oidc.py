@@ -158,14 +158,14 @@ def test_a_wrong_subject_is_refused_at_the_identity(
     assert "OIDC subject not allowed" in cond["message"], cond
 
 
-def test_an_expired_token_is_refused_by_the_service(control_plane: ControlPlane, service: DevServer) -> None:
+def test_an_expired_token_is_refused_by_the_service(
+    control_plane: ControlPlane, service: DevServer, namespace: str
+) -> None:
     """The operator never sends an expired token (it mints one per login), so the refusal is proven
     on the route itself with a real apiserver token, judged an hour later (``jwtClockSkewSeconds``):
     TokenRequest mints 10 minutes at least."""
-    control_plane.kubectl(
-        "create", "serviceaccount", "expiring", "-n", harness.OPERATOR_NAMESPACE, check=False
-    )
-    token = control_plane.token_for(harness.OPERATOR_NAMESPACE, "expiring", audiences=[OIDC_AUDIENCE])
+    control_plane.kubectl("create", "serviceaccount", "expiring", "-n", namespace)
+    token = control_plane.token_for(namespace, "expiring", audiences=[OIDC_AUDIENCE])
     login = f"{service.base_url}/api/v1/auth/jwt-auth/login"
     ok = httpx.post(login, json={"identityId": JWT_ID, "jwt": token})
     assert ok.status_code == 200, ok.text
