@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import yaml
 
@@ -297,6 +297,31 @@ def _kubeconfig(path: Path, *, server: str, pki: certs.Pki) -> None:
     path.chmod(0o600)
 
 
+ISSUER: Final = _ISSUER
+"""The ``iss`` of every ServiceAccount token this cluster mints (and its discovery's issuer)."""
+
+
+def _allow_anonymous_discovery(cp: ControlPlane) -> None:
+    """Serve ``/.well-known/openid-configuration`` and ``/openid/v1/jwks`` to anyone, as managed
+    clusters (EKS, GKE, AKS) do: a service verifying tokens by OIDC discovery holds no credential
+    for the cluster. Both documents carry public keys only."""
+    cp.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "service-account-issuer-discovery-anonymous"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:service-account-issuer-discovery",
+            },
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:unauthenticated"}
+            ],
+        }
+    )
+
+
 def _wait_ready(cp: ControlPlane, procs: dict[str, subprocess.Popen[bytes]]) -> None:
     deadline = time.monotonic() + _READY_TIMEOUT_SECONDS
     last_error = "no answer yet"
@@ -424,6 +449,9 @@ def start(
                 f"--tls-private-key-file={pki.serving_key}",
                 f"--client-ca-file={pki.ca_cert}",
                 f"--service-account-issuer={_ISSUER}",
+                # The discovery document names the JWKS where a service outside the cluster can
+                # fetch it (the issuer's in-cluster name does not resolve here): OIDC auth.
+                f"--service-account-jwks-uri=https://127.0.0.1:{api_port}/openid/v1/jwks",
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
                 f"--api-audiences={_ISSUER}",
@@ -458,6 +486,7 @@ def start(
         )
         cp.pids["kube-controller-manager"] = procs["kube-controller-manager"].pid
         cp.save_state()
+        _allow_anonymous_discovery(cp)
         _wait_default_service_account(cp)
     except BaseException:
         cp.stop()

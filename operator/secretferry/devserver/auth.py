@@ -66,7 +66,8 @@ CallerDep = Annotated[Caller, Depends(authenticate)]
 StateDep = Annotated[DevState, Depends(get_state)]
 
 
-def _issue(state: DevState, identity_id: str, method: str, config: dict[str, Any]) -> TokenInfo:
+def issue_for(state: DevState, identity_id: str, method: str, config: dict[str, Any]) -> TokenInfo:
+    """An access token for a login with ``method``, under the limits of its ``config``."""
     ttl = int(config.get("accessTokenTTL", identity_store.DEFAULT_TTL_SECONDS))
     max_ttl = int(config.get("accessTokenMaxTTL", identity_store.DEFAULT_TTL_SECONDS))
     uses = int(config.get("accessTokenNumUsesLimit", identity_store.DEFAULT_NUM_USES))
@@ -92,7 +93,7 @@ def universal_login(state: DevState, client_id: str, client_secret: str) -> Toke
             _count_failure(state, config, client_id, now, row)
         raise Unauthorized("Invalid credentials")
     state.db.execute("DELETE FROM lockouts WHERE client_id = ?", (client_id,))
-    return _issue(state, str(config["identityId"]), identity_store.UNIVERSAL, config)
+    return issue_for(state, str(config["identityId"]), identity_store.UNIVERSAL, config)
 
 
 def _count_failure(state: DevState, config: dict[str, Any], client_id: str, now: float, row: Any) -> None:
@@ -134,4 +135,4 @@ async def kubernetes_login(state: DevState, identity_id: str, jwt: str) -> Token
     except ApiError:
         state.stats.counters["loginFailures"] += 1
         raise
-    return _issue(state, identity_id, identity_store.KUBERNETES, config)
+    return issue_for(state, identity_id, identity_store.KUBERNETES, config)

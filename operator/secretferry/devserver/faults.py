@@ -13,6 +13,8 @@ Document (YAML or JSON, at start with ``--faults`` or at runtime with ``POST /_a
     streams:
       dropAfterSeconds: 5               # close every event stream after N seconds
       silent: true                      # stop heartbeats but keep streams open
+    jwtClockSkewSeconds: 3600           # OIDC/JWT logins judge exp/nbf this much later (a real
+                                        # ServiceAccount token lives 10 minutes at least)
 
 ``/_admin`` is never faulted so tests can always repair what they broke.
 """
@@ -72,6 +74,7 @@ class FaultSet:
     routes: list[RouteFault] = field(default_factory=list)
     drop_streams_after_seconds: float | None = None
     silent_streams: bool = False
+    jwt_clock_skew_seconds: float = 0.0
     document: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -83,6 +86,7 @@ class FaultSet:
             routes=[RouteFault.parse(item) for item in doc.get("routes") or []],
             drop_streams_after_seconds=float(drop) if drop is not None else None,
             silent_streams=bool(streams.get("silent", False)),
+            jwt_clock_skew_seconds=float(doc.get("jwtClockSkewSeconds") or 0.0),
             document=doc,
         )
 

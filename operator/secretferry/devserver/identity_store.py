@@ -14,6 +14,8 @@ from secretferry.devserver.store import new_id
 
 UNIVERSAL = "universal"
 KUBERNETES = "kubernetes"
+OIDC = "oidc"
+JWT = "jwt"
 # Defaults when an auth method is attached: 30 days TTL and max TTL, unlimited uses (contract).
 DEFAULT_TTL_SECONDS = 2_592_000
 DEFAULT_NUM_USES = 0

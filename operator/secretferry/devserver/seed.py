@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from secretferry.devserver import globs, identity_store, mutations, privileges
+from secretferry.devserver import globs, identity_store, mutations, privileges, routes_oidc_jwt
 from secretferry.devserver.errors import BadRequest
 from secretferry.devserver.identity_store import Identity
 from secretferry.devserver.state import DevState
@@ -245,6 +245,18 @@ def _identity(state: DevState, doc: dict[str, Any]) -> None:
                 "_tokenReviewerJwt": k8s.get("tokenReviewerJwt", ""),
             },
         )
+    for key, method, schema in (
+        ("oidcAuth", identity_store.OIDC, routes_oidc_jwt.OidcAttach),
+        ("jwtAuth", identity_store.JWT, routes_oidc_jwt.JwtAttach),
+    ):
+        if block := doc.get(key):
+            try:
+                body = schema.model_validate(block)
+            except ValueError as exc:
+                raise BadRequest(f"Identity '{identity.name}': {key}: {exc}") from exc
+            state.identities.put_auth(
+                identity.id, method, routes_oidc_jwt.stored_doc(identity.id, body, now=now)
+            )
     for token in doc.get("accessTokens") or []:
         state.tokens.issue(
             identity.id,

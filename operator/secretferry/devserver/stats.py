@@ -12,7 +12,12 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LIST_SECRETS = "GET /api/v4/secrets"
-LOGIN_ROUTES = ("POST /api/v1/auth/universal-auth/login", "POST /api/v1/auth/kubernetes-auth/login")
+LOGIN_ROUTES = (
+    "POST /api/v1/auth/universal-auth/login",
+    "POST /api/v1/auth/kubernetes-auth/login",
+    "POST /api/v1/auth/oidc-auth/login",
+    "POST /api/v1/auth/jwt-auth/login",
+)
 SUBSCRIBE = "POST /api/v1/events/subscribe/project-events"
 
 

@@ -27,9 +27,13 @@ MAX_TOKEN_EXPIRATION_SECONDS: Final = 48 * 3600
 _ONE_OF_TLS = base.cel(
     "!(has(self.caBundle) && has(self.caSecretRef))", "set at most one of caBundle and caSecretRef"
 )
+_ONE_OF_AUTH_MESSAGE: Final = (
+    "set exactly one of auth.kubernetes, auth.oidc, auth.jwt, auth.universal, auth.accessToken"
+)
 _ONE_OF_AUTH = base.cel(
-    "(has(self.kubernetes) ? 1 : 0) + (has(self.universal) ? 1 : 0) + (has(self.accessToken) ? 1 : 0) == 1",
-    "set exactly one of auth.kubernetes, auth.universal, auth.accessToken",
+    "(has(self.kubernetes) ? 1 : 0) + (has(self.oidc) ? 1 : 0) + (has(self.jwt) ? 1 : 0)"
+    " + (has(self.universal) ? 1 : 0) + (has(self.accessToken) ? 1 : 0) == 1",
+    _ONE_OF_AUTH_MESSAGE,
 )
 _UNIVERSAL_SHAPE = base.cel(
     "has(self.credentialsSecretRef) ? !has(self.clientId) && !has(self.clientSecretRef)"
@@ -112,6 +116,32 @@ class ClusterKubernetesAuth(KubernetesAuth):
     can then act as the ServiceAccount against the cluster. Default false (AudienceNotAllowed)."""
 
 
+class OIDCAuth(KubernetesAuth):
+    """OIDC auth: log in with a freshly minted ServiceAccount token that the service verifies
+    against the cluster's public issuer keys (OIDC discovery), without calling into the cluster.
+
+    Same fields and the same opt-in and audience rules as Kubernetes auth: the token is minted by
+    TokenRequest at every login, a namespaced identity must name an audience of its own and never
+    one of the apiserver's (a token the apiserver accepts never leaves the cluster)."""
+
+
+class ClusterOIDCAuth(ClusterKubernetesAuth, OIDCAuth):
+    """OIDC auth: log in with a freshly minted ServiceAccount token that the service verifies
+    against the cluster's public issuer keys (OIDC discovery), without calling into the cluster."""
+
+
+class JWTAuth(KubernetesAuth):
+    """JWT auth: log in with a freshly minted ServiceAccount token that the service verifies
+    against static public keys or a JWKS URL configured there.
+
+    Same fields and the same opt-in and audience rules as Kubernetes auth."""
+
+
+class ClusterJWTAuth(ClusterKubernetesAuth, JWTAuth):
+    """JWT auth: log in with a freshly minted ServiceAccount token that the service verifies
+    against static public keys or a JWKS URL configured there."""
+
+
 class CredentialsSecretRef(base.CRModel):
     """One Secret holding both the client id and the client secret."""
 
@@ -187,6 +217,12 @@ class IdentityAuth(base.CRModel, json_schema_extra=base.validations(_ONE_OF_AUTH
 
     kubernetes: KubernetesAuth | None = None
     """Kubernetes auth: log in with a freshly minted ServiceAccount token."""
+    oidc: OIDCAuth | None = None
+    """OIDC auth: log in with a freshly minted ServiceAccount token, verified by the service
+    against the cluster's OIDC discovery document and keys (no call into the cluster)."""
+    jwt: JWTAuth | None = None
+    """JWT auth: log in with a freshly minted ServiceAccount token, verified by the service against
+    its configured static keys or JWKS URL."""
     universal: UniversalAuth | None = None
     """Universal auth: log in with a client ID and a client secret."""
     access_token: AccessTokenAuth | None = None
@@ -194,17 +230,27 @@ class IdentityAuth(base.CRModel, json_schema_extra=base.validations(_ONE_OF_AUTH
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
-        chosen = [m for m in (self.kubernetes, self.universal, self.access_token) if m is not None]
-        if len(chosen) != 1:
-            raise ValueError("set exactly one of auth.kubernetes, auth.universal, auth.accessToken")
+        methods = (self.kubernetes, self.oidc, self.jwt, self.universal, self.access_token)
+        if sum(m is not None for m in methods) != 1:
+            raise ValueError(_ONE_OF_AUTH_MESSAGE)
         return self
 
     @property
-    def method(self) -> Literal["kubernetes", "universal", "accessToken"]:
+    def method(self) -> Literal["kubernetes", "oidc", "jwt", "universal", "accessToken"]:
         """Which login method is configured."""
         if self.kubernetes is not None:
             return "kubernetes"
+        if self.oidc is not None:
+            return "oidc"
+        if self.jwt is not None:
+            return "jwt"
         return "universal" if self.universal is not None else "accessToken"
+
+    @property
+    def token_auth(self) -> KubernetesAuth | None:
+        """The ServiceAccount-token method (kubernetes, oidc or jwt), if that is the one set: they
+        share the TokenRequest, its opt-in and its audience rules."""
+        return self.kubernetes or self.oidc or self.jwt
 
 
 class ClusterIdentityAuth(IdentityAuth):
@@ -212,6 +258,12 @@ class ClusterIdentityAuth(IdentityAuth):
 
     kubernetes: ClusterKubernetesAuth | None = None
     """Kubernetes auth: log in with a freshly minted ServiceAccount token."""
+    oidc: ClusterOIDCAuth | None = None
+    """OIDC auth: log in with a freshly minted ServiceAccount token, verified by the service
+    against the cluster's OIDC discovery document and keys (no call into the cluster)."""
+    jwt: ClusterJWTAuth | None = None
+    """JWT auth: log in with a freshly minted ServiceAccount token, verified by the service against
+    its configured static keys or JWKS URL."""
     universal: ClusterUniversalAuth | None = None
     """Universal auth: log in with a client ID and a client secret."""
     access_token: ClusterAccessTokenAuth | None = None
@@ -230,7 +282,7 @@ class MachineIdentitySpec(base.CRModel):
     """Extra CA certificates to trust for the service's TLS certificate (system roots are always
     trusted)."""
     auth: IdentityAuth
-    """How to log in: exactly one of kubernetes, universal and accessToken."""
+    """How to log in: exactly one of kubernetes, oidc, jwt, universal and accessToken."""
 
 
 class AllowedNamespaces(base.CRModel):
@@ -276,7 +328,7 @@ class ClusterMachineIdentitySpec(MachineIdentitySpec):
     """Extra CA certificates to trust for the service's TLS certificate (system roots are always
     trusted)."""
     auth: ClusterIdentityAuth
-    """How to log in: exactly one of kubernetes, universal and accessToken."""
+    """How to log in: exactly one of kubernetes, oidc, jwt, universal and accessToken."""
     allowed_namespaces: AllowedNamespaces | None = None
     """Namespaces whose SecretSyncs may use this identity. Absent: every namespace; present: only
     the listed or selected ones (others get IdentityNotAllowed)."""

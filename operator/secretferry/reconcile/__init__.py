@@ -43,6 +43,7 @@ What the pass decides with, and keeps::
     reasons          every reason and mode string, as constants
     state            in-memory indexes: SecretSyncs, scopes, the target cache
     identities       the identity registry: parsed identities and their shared sessions
+    token_minting    ServiceAccount tokens for Kubernetes, OIDC and JWT logins: audience, opt-in
     served           which namespaces this operator serves (namespace selector): taken in, let go
     rollouts         restarting the workloads that read a changed Secret (cooldown)
     scheduler        the work queue: dedup, live before backlog, bounded workers

@@ -23,7 +23,7 @@ import logging
 import ssl
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,14 +31,14 @@ import pydantic
 
 from secretferry import metrics
 from secretferry import settings as settings_mod
-from secretferry.kube import apiaudiences, secretrefs, serviceaccounts, tokens
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
+from secretferry.kube import secretrefs, serviceaccounts
 from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
 from secretferry.models import identity as identity_models
 from secretferry.models import secretsync as sync_models
-from secretferry.reconcile import namespace_labels, problems, reasons, template_trust, tenancy
+from secretferry.reconcile import namespace_labels, problems, reasons, template_trust, tenancy, token_minting
 from secretferry.service import auth, health
 from secretferry.service import client as service_client
 
@@ -53,8 +53,6 @@ _RETIRE_GRACE_CALLS = 3  # a reconcile makes a few calls in a row (slug, one lis
 # second: one read of the credential object's allow-templates opt-in serves them all, and its
 # removal takes effect within this time.
 _TEMPLATE_OPT_IN_TTL_SECONDS = 5.0
-# --api-audiences changes only with an apiserver restart: learnt again hourly, not per login.
-_API_AUDIENCES_TTL_SECONDS = 3600.0
 
 IdentityKey = tuple[str, str, str]  # (kind, namespace or "", name)
 
@@ -160,8 +158,7 @@ class IdentityRegistry:
         self.namespaces = namespace_labels.NamespaceLabels(kube, clock=clock)
         """Kept current by the namespace watch (identity_intake.py)."""
         self._hosts = tenancy.HostPolicy.from_settings(settings)
-        self._api_audiences: tuple[float, frozenset[str]] | None = None
-        self._api_audiences_lock = asyncio.Lock()
+        self._tokens = token_minting.TokenMinter(kube, settings, clock=clock)
 
     # --- intake (from the kopf handlers) ----------------------------------------------------
     def upsert(self, kind: str, body: Mapping[str, Any]) -> IdentityEntry:
@@ -455,24 +452,35 @@ class IdentityRegistry:
     async def _credentials(
         self, entry: IdentityEntry, method: identity_models.IdentityAuth
     ) -> auth.Credentials:
-        if method.kubernetes is not None:
-            k8s = method.kubernetes
-            sa_namespace = self._ref_namespace(entry, k8s.service_account_ref)
+        token_auth = method.token_auth
+        if token_auth is not None:
+            sa_namespace = self._ref_namespace(entry, token_auth.service_account_ref)
             expiration, _ = tenancy.token_expiration(
-                k8s.token_expiration_seconds, cap=self._settings.max_token_expiration_seconds
+                token_auth.token_expiration_seconds, cap=self._settings.max_token_expiration_seconds
             )
-            allowed = isinstance(k8s, identity_models.ClusterKubernetesAuth) and k8s.allow_api_server_audience
+            allowed = (
+                isinstance(token_auth, identity_models.ClusterKubernetesAuth)
+                and token_auth.allow_api_server_audience
+            )
+            mint = self._tokens.minter(
+                key_str(entry.key),
+                identity=entry.key[2],
+                namespaced=entry.key[0] == MACHINE,
+                namespace=sa_namespace,
+                name=token_auth.service_account_ref.name,
+                audiences=list(token_auth.audiences),
+                expiration_seconds=expiration,
+                allow_api_server_audience=allowed,
+                method=method.method,
+            )
+            if method.oidc is not None:
+                return auth.OIDCCredentials(identity_id=token_auth.identity_id, mint_jwt=mint)
+            if method.jwt is not None:
+                return auth.JWTCredentials(identity_id=token_auth.identity_id, mint_jwt=mint)
             return auth.KubernetesCredentials(
-                identity_id=k8s.identity_id,
-                mint_jwt=self._minter(
-                    entry,
-                    namespace=sa_namespace,
-                    name=k8s.service_account_ref.name,
-                    audiences=list(k8s.audiences),
-                    expiration_seconds=expiration,
-                    allow_api_server_audience=allowed,
-                ),
-                api_audiences=self._known_api_audiences,
+                identity_id=token_auth.identity_id,
+                mint_jwt=mint,
+                api_audiences=self._tokens.known_api_audiences,
             )
         if method.universal is not None:
             uni = method.universal
@@ -488,85 +496,6 @@ class IdentityRegistry:
         assert method.access_token is not None
         return auth.StaticTokenCredentials(token=await self._read(entry, method.access_token.secret_ref))
 
-    def _minter(
-        self,
-        entry: IdentityEntry,
-        *,
-        namespace: str,
-        name: str,
-        audiences: list[str],
-        expiration_seconds: int,
-        allow_api_server_audience: bool = False,
-    ) -> Callable[[], Awaitable[str]]:
-        """A fresh TokenRequest at every login: an old token is never replayed. First, at every
-        login, the audiences are compared with the apiserver's own (``tenancy.check_api_audience``):
-        a token the apiserver would accept is never minted, unless a cluster identity allows it.
-        For a namespaced identity the ServiceAccount's opt-in is read next, so removing the
-        annotation stops the next login."""
-
-        async def mint() -> str:
-            refusal = tenancy.check_api_audience(
-                audiences,
-                api_audiences=await self._learn_api_audiences(entry),
-                namespaced=entry.key[0] == MACHINE,
-                allowed=allow_api_server_audience,
-            )
-            if refusal is not None:
-                raise problems.Problem(refusal.reason, f"{key_str(entry.key)}: {refusal.message}")
-            if entry.key[0] == MACHINE:
-                await self._service_account_opted_in(entry, namespace=namespace, name=name)
-            try:
-                token, _ = await tokens.request_token(
-                    self._kube,
-                    namespace=namespace,
-                    service_account=name,
-                    audiences=audiences,
-                    expiration_seconds=expiration_seconds,
-                )
-            except kube_errors.KubeError as exc:
-                raise _credentials_problem(
-                    f"{key_str(entry.key)}: TokenRequest for ServiceAccount {namespace}/{name} failed: {exc}"
-                ) from exc
-            return token
-
-        return mint
-
-    def _known_api_audiences(self) -> frozenset[str]:
-        return self._api_audiences[1] if self._api_audiences is not None else frozenset()
-
-    async def _learn_api_audiences(self, entry: IdentityEntry) -> frozenset[str]:
-        """The apiserver's own audiences (``kube.apiaudiences``), learnt once an hour. Until they
-        are known nothing is minted: an unknown answer is a refusal that is tried again."""
-        async with self._api_audiences_lock:
-            cached = self._api_audiences
-            now = self._clock()
-            if cached is not None and now - cached[0] < _API_AUDIENCES_TTL_SECONDS:
-                return cached[1]
-            try:
-                learnt = await apiaudiences.learn(self._kube, namespace=self._settings.namespace)
-            except kube_errors.KubeError as exc:
-                raise problems.Problem(
-                    reasons.KUBERNETES_ERROR,
-                    f"{key_str(entry.key)}: cannot learn the apiserver's own token audiences (a "
-                    f"TokenRequest without audiences for ServiceAccount {self._settings.namespace}/"
-                    f"{apiaudiences.PROBE_SERVICE_ACCOUNT}): {exc}; no token was minted",
-                    retriable=True,
-                ) from exc
-            self._api_audiences = (now, learnt)
-            log.info("the apiserver's own token audiences: %s", ", ".join(sorted(learnt)))
-            return learnt
-
-    async def _service_account_opted_in(self, entry: IdentityEntry, *, namespace: str, name: str) -> None:
-        """Raise unless ServiceAccount ``namespace/name`` names ``entry`` in its opt-in annotation."""
-        try:
-            annotations = await serviceaccounts.read_annotations(self._kube, namespace=namespace, name=name)
-        except kube_errors.NotFound:  # missing and not opted in read the same (tenancy.not_opted_in)
-            raise _not_opted_in(entry, "ServiceAccount", namespace=namespace, name=name) from None
-        except kube_errors.KubeError as exc:
-            raise _credentials_problem(f"{key_str(entry.key)}: cannot read ServiceAccount: {exc}") from exc
-        if not tenancy.opted_in(annotations, entry.key[2]):
-            raise _not_opted_in(entry, "ServiceAccount", namespace=namespace, name=name)
-
     async def close(self) -> None:
         """Shutdown: revoke every session's token (bounded, see ``AuthSession.close``), then close."""
         sessions = [e.session for e in self._entries.values() if e.session is not None]
@@ -580,9 +509,8 @@ def _count_login(method: str, result: str) -> None:
 
 
 def _not_opted_in(entry: IdentityEntry, kind: str, *, namespace: str, name: str) -> problems.Problem:
-    refusal = tenancy.not_opted_in(kind, namespace=namespace, name=name, identity=entry.key[2])
-    return problems.Problem(
-        refusal.reason, f"{key_str(entry.key)}: {refusal.message}", retriable=refusal.retriable
+    return token_minting.not_opted_in(
+        key_str(entry.key), entry.key[2], namespace=namespace, name=name, kind=kind
     )
 
 
@@ -593,10 +521,7 @@ def _credentials_failed(entry: IdentityEntry) -> bool:
     return entry.reported is not None and entry.reported[1] in failed
 
 
-def _credentials_problem(message: str) -> problems.Problem:
-    """A referenced Secret or ServiceAccount is unreadable, a cluster identity's is missing, or
-    a key is. Retriable: the RBAC to read it, or the key, is noticed by trying again."""
-    return problems.Problem(reasons.CREDENTIALS_NOT_FOUND, message, retriable=True)
+_credentials_problem = token_minting.credentials_problem
 
 
 def _key_ref(name: str, key: str, namespace: str) -> models_base.SecretKeyRef:

@@ -54,8 +54,8 @@ def credential_object(auth: identity_models.IdentityAuth) -> tuple[str, str]:
 
     A CA bundle Secret is not one: it lets nobody log in, and its owner need not own the identity.
     """
-    if auth.kubernetes is not None:
-        return "ServiceAccount", auth.kubernetes.service_account_ref.name
+    if auth.token_auth is not None:
+        return "ServiceAccount", auth.token_auth.service_account_ref.name
     if auth.universal is not None:
         ref = auth.universal.credentials_secret_ref or auth.universal.client_secret_ref
         assert ref is not None  # the model requires one of the two

@@ -109,19 +109,26 @@ def check_host(host_api: str | None, *, namespaced: bool, policy: HostPolicy) ->
     return None
 
 
-def check_audiences(audiences: Sequence[str], *, namespaced: bool) -> problems.Problem | None:
+def check_audiences(
+    audiences: Sequence[str], *, namespaced: bool, method: str = "kubernetes"
+) -> problems.Problem | None:
     """A namespaced identity's token must name an audience: the default one is the apiserver's."""
     if not namespaced or (audiences and all(a.strip() for a in audiences)):
         return None
     return problems.Problem(
         reasons.AUDIENCE_REQUIRED,
-        "spec.auth.kubernetes.audiences must list the identity's allowed audience at the service: "
+        f"spec.auth.{method}.audiences must list the identity's allowed audience at the service: "
         "a token without one is valid for the Kubernetes API itself; no token was minted",
     )
 
 
 def check_api_audience(
-    audiences: Sequence[str], *, api_audiences: frozenset[str], namespaced: bool, allowed: bool
+    audiences: Sequence[str],
+    *,
+    api_audiences: frozenset[str],
+    namespaced: bool,
+    allowed: bool,
+    method: str = "kubernetes",
 ) -> problems.Problem | None:
     """Whether a token minted for ``audiences`` would be valid against the apiserver itself.
 
@@ -135,7 +142,7 @@ def check_api_audience(
         return None
     named = ", ".join(shared)
     what = (
-        f"spec.auth.kubernetes.audiences names {named}"
+        f"spec.auth.{method}.audiences names {named}"
         if audiences
         else "an empty audiences list means " + named
     )
@@ -144,7 +151,7 @@ def check_api_audience(
     else:
         remedy = (
             "use the identity's own allowed audience at the service, or, only for a server whose "
-            "TokenReview accepts nothing else, set spec.auth.kubernetes.allowAPIServerAudience: true "
+            f"TokenReview accepts nothing else, set spec.auth.{method}.allowAPIServerAudience: true "
             "(README, security model)"
         )
     return problems.Problem(
@@ -154,15 +161,16 @@ def check_api_audience(
     )
 
 
-def check_token_requests(*, policy: HostPolicy) -> problems.Problem | None:
-    """Kubernetes auth needs a TokenRequest; refused for every identity kind when minting is off.
+def check_token_requests(*, policy: HostPolicy, method: str = "kubernetes") -> problems.Problem | None:
+    """Kubernetes, OIDC and JWT auth need a TokenRequest; refused for every identity kind when
+    minting is off.
 
     Not retriable: only a new operator setting (a restart) changes the answer."""
     if policy.token_requests_enabled:
         return None
     return problems.Problem(
         reasons.TOKEN_REQUESTS_DISABLED,
-        f"spec.auth.kubernetes needs a ServiceAccount token, and this operator mints none "
+        f"spec.auth.{method} needs a ServiceAccount token, and this operator mints none "
         f"({_TOKEN_REQUESTS_SETTING}=false): use universal or accessToken auth, or ask whoever "
         f"installs the operator to allow token requests; no token was minted",
     )
@@ -173,9 +181,10 @@ def check_identity(
 ) -> problems.Problem | None:
     """Every check that needs only the spec and the settings (no I/O): the first refusal, or None."""
     refusal = check_host(spec.host_api, namespaced=namespaced, policy=policy)
-    if refusal is None and spec.auth.kubernetes is not None:
-        refusal = check_token_requests(policy=policy) or check_audiences(
-            spec.auth.kubernetes.audiences, namespaced=namespaced
+    token_auth, method = spec.auth.token_auth, spec.auth.method
+    if refusal is None and token_auth is not None:
+        refusal = check_token_requests(policy=policy, method=method) or check_audiences(
+            token_auth.audiences, namespaced=namespaced, method=method
         )
     return refusal
 
@@ -200,8 +209,8 @@ def credential_refs(spec: identity_models.MachineIdentitySpec) -> frozenset[Cred
     """The ServiceAccount and Secrets whose opt-in a namespaced identity relies on."""
     refs: set[CredentialRef] = set()
     auth = spec.auth
-    if auth.kubernetes is not None:
-        refs.add(("ServiceAccount", auth.kubernetes.service_account_ref.name))
+    if auth.token_auth is not None:
+        refs.add(("ServiceAccount", auth.token_auth.service_account_ref.name))
     if auth.universal is not None:
         uni = auth.universal
         for ref in (uni.credentials_secret_ref, uni.client_secret_ref):

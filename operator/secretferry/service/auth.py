@@ -76,6 +76,8 @@ OnLogin = Callable[[str, str], None]
 # The login methods live in ``credentials``; named here too, where sessions are built.
 Credentials = credentials.Credentials
 KubernetesCredentials = credentials.KubernetesCredentials
+OIDCCredentials = credentials.OIDCCredentials
+JWTCredentials = credentials.JWTCredentials
 UniversalCredentials = credentials.UniversalCredentials
 StaticTokenCredentials = credentials.StaticTokenCredentials
 

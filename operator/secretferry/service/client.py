@@ -83,6 +83,22 @@ class ServiceClient(
             models.LoginResult, "POST", path, endpoint=f"POST {path}", token=None, json_body=body
         )
 
+    async def login_oidc(self, *, identity_id: str, jwt: str) -> models.LoginResult:
+        """OIDC auth: the service verifies ``jwt`` against the issuer's discovery document and keys."""
+        return await self._login_jwt_route("/api/v1/auth/oidc-auth/login", identity_id=identity_id, jwt=jwt)
+
+    async def login_jwt(self, *, identity_id: str, jwt: str) -> models.LoginResult:
+        """JWT auth: the service verifies ``jwt`` against its static keys or its JWKS URL."""
+        return await self._login_jwt_route("/api/v1/auth/jwt-auth/login", identity_id=identity_id, jwt=jwt)
+
+    async def _login_jwt_route(self, path: str, *, identity_id: str, jwt: str) -> models.LoginResult:
+        validation.non_empty(identity_id, field="identityId")
+        validation.non_empty(jwt, field="jwt")
+        body = {"identityId": identity_id, "jwt": jwt}
+        return await self._conn.call(
+            models.LoginResult, "POST", path, endpoint=f"POST {path}", token=None, json_body=body
+        )
+
     async def login_universal(self, *, client_id: str, client_secret: str) -> models.LoginResult:
         validation.non_empty(client_id, field="clientId")
         validation.non_empty(client_secret, field="clientSecret")

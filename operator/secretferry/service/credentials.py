@@ -7,8 +7,9 @@ expires, the known failure of existing operators. Secrets stay out of every ``re
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 from secretferry.service import client as service_client
@@ -76,6 +77,50 @@ def ignores_audience(exc: errors.TokenReviewAudienceRejected) -> errors.ServerIg
         token_audiences=exc.token_audiences,
         target_audiences=exc.target_audiences,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class OIDCCredentials:
+    """OIDC auth; ``mint_jwt`` returns a NEW ServiceAccount token at every login, which the service
+    verifies against the cluster's OIDC discovery document and keys (no call into the cluster)."""
+
+    identity_id: str
+    mint_jwt: Callable[[], Awaitable[str]]
+
+    kind = "oidc"
+    can_relogin = True
+
+    async def login(self, client: service_client.ServiceClient) -> models.LoginResult:
+        jwt = await self.mint_jwt()
+        with _forbidden_is_rejected():
+            return await client.login_oidc(identity_id=self.identity_id, jwt=jwt)
+
+
+@dataclasses.dataclass(frozen=True)
+class JWTCredentials:
+    """JWT auth; ``mint_jwt`` returns a NEW ServiceAccount token at every login, which the service
+    verifies against its static public keys or its JWKS URL."""
+
+    identity_id: str
+    mint_jwt: Callable[[], Awaitable[str]]
+
+    kind = "jwt"
+    can_relogin = True
+
+    async def login(self, client: service_client.ServiceClient) -> models.LoginResult:
+        jwt = await self.mint_jwt()
+        with _forbidden_is_rejected():
+            return await client.login_jwt(identity_id=self.identity_id, jwt=jwt)
+
+
+@contextlib.contextmanager
+def _forbidden_is_rejected() -> Iterator[None]:
+    """OIDC and JWT auth answer a token whose subject (or, for JWT, issuer) is not bound with 403:
+    a refused login (AuthFailed), not a missing permission of a logged-in identity."""
+    try:
+        yield
+    except errors.PermissionDenied as exc:
+        raise errors.AuthenticationError(exc.message, status_code=exc.status_code, req_id=exc.req_id) from exc
 
 
 @dataclasses.dataclass(frozen=True)

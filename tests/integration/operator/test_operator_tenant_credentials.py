@@ -377,30 +377,34 @@ KUBERNETES_LOGIN = "POST /api/v1/auth/kubernetes-auth/login"
 API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
 
 
+@pytest.mark.parametrize("method", ["kubernetes", "oidc", "jwt"])
 def test_an_apiserver_audience_is_never_minted_nor_sent(
     control_plane: ControlPlane,
     operator: OperatorProcess,
     service: DevServer,
     hostile: tenant.Tenant,
     namespace: str,
+    method: str,
 ) -> None:
     """Token theft through the audience: the tenant names the apiserver's own audience (alone, or
     hidden beside the service's) for a ServiceAccount that trusts the identity. The operator knows
     the apiserver's audiences from the cluster and refuses before minting: nothing minted, no login
-    at the (allowed) service, nothing written."""
+    at the (allowed) service, nothing written. The same for OIDC and JWT auth, which send the same
+    ServiceAccount token to the service."""
+    login_route = f"POST /api/v1/auth/{method}-auth/login"
     _service_account(control_plane, namespace, "deployer", opted_in="ferry")
     k8s: dict[str, Any] = {"identityId": IDENTITY_ID, "serviceAccountRef": {"name": "deployer"}}
-    logins_before = service.stats()["routes"].get(KUBERNETES_LOGIN, 0)
+    logins_before = service.stats()["routes"].get(login_route, 0)
     with token_probe(control_plane, namespace, "deployer") as probe:
         for audiences in ([API_AUDIENCE], [harness.AUDIENCE, API_AUDIENCE]):
-            hostile.apply(_identity("ferry", namespace, {"kubernetes": {**k8s, "audiences": audiences}}))
+            hostile.apply(_identity("ferry", namespace, {method: {**k8s, "audiences": audiences}}))
             hostile.apply(_sync("app", namespace, "ferry", f"/{namespace}"))
 
             def refused(audiences: list[str] = audiences) -> dict[str, Any] | None:
                 cond = harness.ready(control_plane, namespace, "ferry", kind="machineidentity")
                 spec = json.loads(
                     control_plane.kubectl("get", "machineidentity", "ferry", "-n", namespace, "-o", "json")
-                )["spec"]["auth"]["kubernetes"]["audiences"]
+                )["spec"]["auth"][method]["audiences"]
                 ok = cond and cond.get("reason") == "AudienceNotAllowed" and spec == audiences
                 return cond if ok else None
 
@@ -409,5 +413,5 @@ def test_an_apiserver_audience_is_never_minted_nor_sent(
             harness.wait_reason(control_plane, namespace, "app", "AudienceNotAllowed")
             time.sleep(_RETRIES_SECONDS)
             assert probe.minted() == 0
-    assert service.stats()["routes"].get(KUBERNETES_LOGIN, 0) == logins_before
+    assert service.stats()["routes"].get(login_route, 0) == logins_before
     assert harness.get(control_plane, "secret", "app", namespace) is None

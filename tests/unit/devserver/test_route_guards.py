@@ -24,6 +24,8 @@ ADMIN_PREFIX = "/_admin"
 PUBLIC = {
     ("POST", "/api/v1/auth/universal-auth/login"),
     ("POST", "/api/v1/auth/kubernetes-auth/login"),
+    ("POST", "/api/v1/auth/oidc-auth/login"),
+    ("POST", "/api/v1/auth/jwt-auth/login"),
     ("POST", "/api/v1/auth/token/renew"),  # the token to renew is the body's credential
     ("POST", "/api/v1/auth/token/revoke"),  # likewise
     # Liveness of the service itself: the real route has no auth hook, and Infisical's operator

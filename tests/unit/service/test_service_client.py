@@ -414,6 +414,16 @@ async def test_endpoint_request_shape(
             {"identityId": "id1", "jwt": "sa-jwt", "organizationSlug": "org"},
         ),
         (
+            lambda c: c.login_oidc(identity_id="id1", jwt="sa-jwt"),
+            "/api/v1/auth/oidc-auth/login",
+            {"identityId": "id1", "jwt": "sa-jwt"},
+        ),
+        (
+            lambda c: c.login_jwt(identity_id="id1", jwt="sa-jwt"),
+            "/api/v1/auth/jwt-auth/login",
+            {"identityId": "id1", "jwt": "sa-jwt"},
+        ),
+        (
             lambda c: c.login_universal(client_id="cid", client_secret="csecret"),
             "/api/v1/auth/universal-auth/login",
             {"clientId": "cid", "clientSecret": "csecret"},
@@ -678,6 +688,8 @@ async def test_bad_success_answers_are_protocol_errors(response: httpx.Response,
         (lambda c: c.get_dynamic_secret("db", project_slug="p", environment_slug=""), "environmentSlug"),
         (lambda c: c.get_dynamic_secret("", project_slug="p", environment_slug="dev"), "name"),
         (lambda c: c.login_kubernetes(identity_id="", jwt="j"), "identityId"),
+        (lambda c: c.login_oidc(identity_id="", jwt="j"), "identityId"),
+        (lambda c: c.login_jwt(identity_id="i", jwt=""), "jwt"),
         (lambda c: c.list_secrets(models.ListSecretsQuery(project_id="p1", environment="")), "environment"),
     ],
 )
