@@ -322,9 +322,11 @@ def test_two_releases_split_the_cluster_by_namespace_label_and_never_touch_each_
 
         # --- a namespace labelled for A is picked up within seconds ------------------------------
         cp.kubectl("label", "namespace", unlabelled, f"{LABEL}={label_a}")
-        pickup_seconds = _synced(cp, unlabelled, values[unlabelled], timeout=15)
+        # No timing threshold (tests stay free of them): the figure is printed; the generous
+        # timeout only bounds a hang. A namespace is picked up from the namespace watch, not a resync
+        # (the refresh interval is hours), so any pickup at all proves the label was followed.
+        pickup_seconds = _synced(cp, unlabelled, values[unlabelled], timeout=60)
         print(f"\nlabelled namespace picked up in {pickup_seconds * 1000:.0f} ms")
-        assert pickup_seconds < 5
         harness.wait_reason(cp, unlabelled, "broken", "IdentityNotFound")
         assert {e["reportingInstance"] for e in _events(cp, unlabelled)} == {"release-a-pod"}
 
@@ -334,14 +336,16 @@ def test_two_releases_split_the_cluster_by_namespace_label_and_never_touch_each_
         harness.eventually(lambda: watch is not None and len(watch.events) >= 1, what="the Secret watch")
         relabelled = time.monotonic()
         cp.kubectl("label", "namespace", moved, f"{LABEL}={label_b}", "--overwrite")
-        harness.eventually(lambda: f"namespace {moved} let go" in op_a.log_text(), what="A letting go")
+        harness.eventually(
+            lambda: f"namespace {moved} let go" in op_a.log_text(), what="A letting go", timeout=60
+        )
         harness.eventually(
             lambda: f"namespace {moved} matches the namespace selector" in op_b.log_text(),
             what="B taking over",
+            timeout=60,
         )
         handover_seconds = time.monotonic() - relabelled
         print(f"relabelled namespace let go by A and taken in by B in {handover_seconds * 1000:.0f} ms")
-        assert handover_seconds < 5
         service.set_secret(PROJECT_ID, "dev", f"/{moved}", "DB_PASS", f"two-releases-{moved}-v2")
         _synced(cp, moved, f"two-releases-{moved}-v2", timeout=60)
 

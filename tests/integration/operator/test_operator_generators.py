@@ -240,4 +240,3 @@ def test_a_secretsync_reads_a_generator_and_follows_its_regeneration(
     harness.VALUES.add(second)
     assert value(cp, namespace, "db-pass") == second
     print(f"regenerate annotation -> SecretSync target: {elapsed:.2f} s (kubectl annotate included)")
-    assert elapsed < 3.0  # one second of work plus kubectl's own start-up, twice

