@@ -62,8 +62,10 @@ apply depends on the connection.
   streams are long-lived responses: a proxy that buffers them, or cuts connections idle for
   less than three heartbeats (45 s), turns streaming into polling.
   A proxy that refuses the tunnel, or answers an `http://` call with its own 403/407 page, is
-  status reason `ProxyRefused`; a proxy address where nothing answers is `ProxyUnreachable` (both
-  retried, nothing deleted). Proven against a real proxy in
+  status reason `ProxyRefused` (a 407 names the credentials in the proxy URL as what to fix;
+  the URL itself is never shown); a proxy address where nothing answers is `ProxyUnreachable`
+  (both retried, nothing deleted). Proven against a real proxy, `https://` through `CONNECT` and
+  a proxy requiring Basic authentication included, in
   `tests/integration/operator/test_operator_proxy.py`.
 - `NO_PROXY` is a comma-separated list: `*` turns proxies off; a name matches that host and its
   subdomains (`example.com`, or `svc` for every in-cluster Service name ending in `.svc`); a

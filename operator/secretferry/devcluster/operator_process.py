@@ -48,10 +48,19 @@ class OperatorProcess:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+        try:
+            self._wait_live(self._proc, wait_seconds)
+        except BaseException:
+            # The caller gets no handle to stop it with: a process that did not become live must
+            # not stay behind and go on reconciling the whole cluster under later tests.
+            self.stop()
+            raise
+
+    def _wait_live(self, proc: subprocess.Popen[bytes], wait_seconds: float) -> None:
         deadline = time.monotonic() + wait_seconds
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"the operator exited with {self._proc.returncode}:\n{self.log_tail()}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"the operator exited with {proc.returncode}:\n{self.log_tail()}")
             url = f"http://127.0.0.1:{self.liveness_port}/healthz"
             with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as r:
                 if r.status == 200:

@@ -35,7 +35,14 @@ MIN_STREAM_READ_TIMEOUT_SECONDS = 3 * HEARTBEAT_INTERVAL_SECONDS
 _MAX_TRANSPORT_MESSAGE_LENGTH = 200
 
 # 403 Forbidden (a policy) and 407 Proxy Authentication Required: the answers a proxy gives itself.
-_PROXY_REFUSALS = frozenset({403, 407})
+_PROXY_AUTH_REQUIRED = 407
+_PROXY_REFUSALS = frozenset({403, _PROXY_AUTH_REQUIRED})
+# What a 407 asks of the installer. The credentials themselves are never named: they live in the
+# proxy URL, which no message, log line or status ever shows (it is not ours to echo).
+_PROXY_AUTH_HINT = (
+    "the egress proxy requires authentication and the credentials in the proxy URL"
+    " (http://user:password@host:port) are missing or refused"
+)
 
 Params = Sequence[tuple[str, str]] | None
 
@@ -94,6 +101,8 @@ def _transport_error(
     # httpx raises ProxyError when the proxy answers CONNECT with anything but 2xx. The message is
     # the proxy's status line; the proxy URL (which may hold a password) is never part of it.
     if isinstance(exc, httpx.ProxyError):
+        if str(exc).startswith(f"{_PROXY_AUTH_REQUIRED} "):  # httpcore: "<status> <reason>"
+            return errors.ProxyRefused(f"{endpoint}: {_PROXY_AUTH_HINT} (CONNECT answered {exc})")
         return errors.ProxyRefused(f"{endpoint}: the egress proxy refused the tunnel ({detail})")
     # Behind a proxy every TCP connection goes to the proxy, so a refused connect is the proxy's.
     if proxied and isinstance(exc, httpx.ConnectError) and not _tls_failure(exc):
@@ -236,10 +245,12 @@ class Connection:
         # Through a proxy, plain-http calls are answered by the proxy when its policy refuses them:
         # a 403/407 without the service's JSON error body is the proxy's page (never echoed).
         if self.proxied and response.status_code in _PROXY_REFUSALS and not body:
-            raise errors.ProxyRefused(
-                f"{endpoint}: the egress proxy refused the request (HTTP {response.status_code})",
-                status_code=response.status_code,
+            why = (
+                f"{_PROXY_AUTH_HINT} (HTTP 407)"
+                if response.status_code == _PROXY_AUTH_REQUIRED
+                else f"the egress proxy refused the request (HTTP {response.status_code})"
             )
+            raise errors.ProxyRefused(f"{endpoint}: {why}", status_code=response.status_code)
         raise wire.error_for(
             response.status_code,
             body,

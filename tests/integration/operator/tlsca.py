@@ -74,13 +74,17 @@ def new_ca(common_name: str) -> CA:
     return CA(name=name, key=key, cert=cert)
 
 
-def serving_pair(ca: CA, directory: Path, *, label: str) -> devserver_testing.TLSFiles:
-    """A serving certificate for 127.0.0.1 and localhost signed by ``ca``, written to ``directory``."""
+def serving_pair(
+    ca: CA, directory: Path, *, label: str, dns_names: tuple[str, ...] = ()
+) -> devserver_testing.TLSFiles:
+    """A serving certificate for 127.0.0.1 and localhost (and ``dns_names``, e.g. a name only the
+    test's proxy resolves) signed by ``ca``, written to ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
     alt: list[x509.GeneralName] = [
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.DNSName("localhost"),
+        *(x509.DNSName(name) for name in dns_names),
     ]
     cert = (
         _builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dev server")]), ca.name, key)

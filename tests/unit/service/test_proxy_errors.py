@@ -75,15 +75,33 @@ async def _login(base_url: str) -> None:
 
 @pytest.mark.parametrize("base_url", ["http://secrets.example.test", "https://secrets.example.test"])
 async def test_a_proxy_that_refuses_is_proxy_refused(
-    monkeypatch: pytest.MonkeyPatch, refusing_proxy: str, base_url: str
+    monkeypatch: pytest.MonkeyPatch, refusing_proxy: str, base_url: str, request: pytest.FixtureRequest
 ) -> None:
+    refusing_proxy_status = request.node.callspec.params["refusing_proxy"]
     # http: the proxy's own 403 page; https: a 403 to CONNECT (httpx's ProxyError).
     _use_proxy(monkeypatch, refusing_proxy)
     with pytest.raises(errors.ProxyRefused) as caught:
         await _login(base_url)
     assert caught.value.is_retriable
-    assert "egress proxy refused" in caught.value.message
+    if refusing_proxy_status.startswith("407"):  # the installer's fix named: credentials in the URL
+        assert "egress proxy requires authentication" in caught.value.message
+        assert "407" in caught.value.message
+    else:
+        assert "egress proxy refused" in caught.value.message
     assert "not-a-real-secret" not in str(caught.value)
+
+
+async def test_the_proxy_credentials_are_never_in_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A proxy that refuses the credentials it was given (407 again): the message names the proxy's
+    # answer and where credentials go, never the user name or password from the proxy URL.
+    async for url in _listener("407 Proxy Authentication Required"):
+        _use_proxy(monkeypatch, url.replace("http://", "http://ferry-user:proxy-pass-word@"))
+        for base_url in ("http://secrets.example.test", "https://secrets.example.test"):
+            with pytest.raises(errors.ProxyRefused) as caught:
+                await _login(base_url)
+            text = f"{caught.value} {caught.value.message} {caught.value!r}"
+            assert "407" in text
+            assert "ferry-user" not in text and "proxy-pass-word" not in text
 
 
 @pytest.mark.parametrize("base_url", ["http://secrets.example.test", "https://secrets.example.test"])
