@@ -21,6 +21,7 @@ SCRIPTS = sorted((ROOT / "bench").glob("bench_*.py"))
 WITH_CONTROL_PLANE = {
     "bench_cluster_secretsync.py",
     "bench_leases.py",
+    "bench_login.py",
     "bench_node.py",
     "bench_operator_scale.py",
     "bench_refresh_policy.py",

@@ -166,14 +166,21 @@ def generate(directory: Path) -> Pki:
     _write_key(pki.admin_key, admin_key)
     _write_cert(pki.admin_cert, admin)
 
+    write_service_account_pair(pki.sa_key, pki.sa_pub)
+    return pki
+
+
+def write_service_account_pair(key_path: Path, pub_path: Path) -> None:
+    """A fresh ServiceAccount signing pair: the private key for ``--service-account-signing-key-file``,
+    the public one for ``--service-account-key-file`` (a rotation adds a second pair beside it)."""
+    key_path.parent.mkdir(parents=True, exist_ok=True)
     sa_key = _key()
-    _write_key(pki.sa_key, sa_key)
-    pki.sa_pub.write_bytes(
+    _write_key(key_path, sa_key)
+    pub_path.write_bytes(
         sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
-    return pki
 
 
 def issue_client(pki: Pki, *, directory: Path, cn: str, org: str | None = None) -> tuple[Path, Path]:

@@ -64,6 +64,8 @@ class ControlPlane:
     pids: dict[str, int] = field(default_factory=dict)
     owns_workdir: bool = False
     node: node_mod.Node | None = None
+    apiserver_argv: list[str] = field(default_factory=list)
+    """kube-apiserver's command line as last started (``restart_apiserver`` changes its keys)."""
 
     @property
     def ca_pem(self) -> str:
@@ -183,6 +185,34 @@ class ControlPlane:
         with urllib.request.urlopen(self.server + path, context=self.ssl_context(), timeout=timeout) as r:
             body: bytes = r.read()
             return body
+
+    def restart_apiserver(self, *, verification_keys: Sequence[Path], signing_key: Path) -> None:
+        """Restart kube-apiserver (same port, same etcd) with another ServiceAccount key set: it
+        signs new tokens with ``signing_key`` and accepts, and publishes in its JWKS, the public
+        keys ``verification_keys`` (each a ``--service-account-key-file``). How a signing key is
+        rotated: add the new public key and sign with the new key, then, once every token signed
+        by the old key has expired, drop the old public key. Clients and controllers reconnect
+        on their own; objects in etcd stay."""
+        pid = self.pids.get("kube-apiserver")
+        if pid is None or not self.apiserver_argv:
+            raise RuntimeError("this control plane's kube-apiserver was not started here")
+        keyless = [
+            arg
+            for arg in self.apiserver_argv
+            if not arg.startswith(("--service-account-key-file=", "--service-account-signing-key-file="))
+        ]
+        argv = [
+            *keyless[:1],
+            *(f"--service-account-key-file={key}" for key in verification_keys),
+            f"--service-account-signing-key-file={signing_key}",
+            *keyless[1:],
+        ]
+        _terminate(pid, "kube-apiserver")
+        proc = _spawn("kube-apiserver", argv, self.workdir / "logs")
+        self.pids["kube-apiserver"] = proc.pid  # same key: stop() still ends it before etcd
+        self.apiserver_argv = argv
+        self.save_state()
+        _wait_ready(self, {"kube-apiserver": proc})
 
     def rss_bytes(self) -> int:
         """Resident memory of the processes this control plane started."""
@@ -436,33 +466,30 @@ def start(
             logdir,
         )
         cp.pids["etcd"] = procs["etcd"].pid
-        procs["kube-apiserver"] = _spawn(
-            "kube-apiserver",
-            [
-                str(bin_dir / "kube-apiserver"),
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={api_port}",
-                f"--cert-dir={workdir / 'apiserver-certs'}",
-                f"--tls-cert-file={pki.serving_cert}",
-                f"--tls-private-key-file={pki.serving_key}",
-                f"--client-ca-file={pki.ca_cert}",
-                f"--service-account-issuer={_ISSUER}",
-                # The discovery document names the JWKS where a service outside the cluster can
-                # fetch it (the issuer's in-cluster name does not resolve here): OIDC auth.
-                f"--service-account-jwks-uri=https://127.0.0.1:{api_port}/openid/v1/jwks",
-                f"--service-account-key-file={pki.sa_pub}",
-                f"--service-account-signing-key-file={pki.sa_key}",
-                f"--api-audiences={_ISSUER}",
-                "--authorization-mode=RBAC",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--allow-privileged=true",
-                *flags.kube_apiserver,
-                "--v=1",
-            ],
-            logdir,
-        )
+        cp.apiserver_argv = [
+            str(bin_dir / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--cert-dir={workdir / 'apiserver-certs'}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--service-account-issuer={_ISSUER}",
+            # The discovery document names the JWKS where a service outside the cluster can
+            # fetch it (the issuer's in-cluster name does not resolve here): OIDC auth.
+            f"--service-account-jwks-uri=https://127.0.0.1:{api_port}/openid/v1/jwks",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            f"--api-audiences={_ISSUER}",
+            "--authorization-mode=RBAC",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            *flags.kube_apiserver,
+            "--v=1",
+        ]
+        procs["kube-apiserver"] = _spawn("kube-apiserver", cp.apiserver_argv, logdir)
         cp.pids["kube-apiserver"] = procs["kube-apiserver"].pid
         cp.save_state()
         _wait_ready(cp, procs)

@@ -42,7 +42,10 @@ What the pass decides with, and keeps::
                      retries read, whoever found it
     reasons          every reason and mode string, as constants
     state            in-memory indexes: SecretSyncs, scopes, the target cache
-    identities       the identity registry: parsed identities and their shared sessions
+    identities       the identity registry: parsed identities and their shared sessions (the
+                     lifecycle every login method shares: build, retire, revoke, CA and consent)
+    login/           how spec.auth becomes credentials, one module per method: universal,
+                     access_token, kubernetes, oidc, jwt (its own package; login/__init__.py)
     token_minting    ServiceAccount tokens for Kubernetes, OIDC and JWT logins: audience, opt-in
     served           which namespaces this operator serves (namespace selector): taken in, let go
     rollouts         restarting the workloads that read a changed Secret (cooldown)
@@ -68,6 +71,7 @@ Where does a change go::
     a new watch or how events are queued    sync_intake / target_intake
     which namespaces are served             served (the namespace watch feeding it: identity_intake)
     identity login checks or their status   identity_status; kopf's identity events: identity_intake
+    a login method, or what one reads       login/ (a module per method; the session: identities)
     what an event stream's news triggers    streaming (the streams themselves: service.streams)
     start-up order or readiness             startup
     TemporaryPrivilege (calls, status)      privileges/ (manager; wire and report are pure)
@@ -77,5 +81,5 @@ Where does a change go::
 
 Import direction (checked by import-linter, pyproject.toml "Layers inside reconcile"): controller
 → startup → the collaborators → sync → target_writes/sync_report/identity_status → deps → the
-bookkeeping and decisions → pure building → rendering → problems → reasons.
+bookkeeping and decisions → login → token_minting → pure building → rendering → problems → reasons.
 """

@@ -10,6 +10,11 @@ ClusterMachineIdentity serves the namespaces its ``allowedNamespaces`` admits. A
 namespaced identity may do with credentials (``tenancy``: allowed hosts, token audience, opt-in
 of the ServiceAccount or Secret) is checked before anything is read, minted or sent.
 
+How each login method turns ``spec.auth`` into credentials (which Secret, which ServiceAccount
+token) is one module per method in ``reconcile.login``; here is what every method shares: the
+registry, the session's lifecycle (built once, retired on change, revoked on shutdown), the CA
+bundle and the consent the session depends on.
+
 Both are kept current by watches (identity_intake.py): namespace labels, so a label change admits
 or refuses a namespace at once, and the opt-in annotations of the objects namespaced identities
 rely on, so consent taken back ends the session (token revoked) at once, and consent given
@@ -39,6 +44,9 @@ from secretferry.models import errors as model_errors
 from secretferry.models import identity as identity_models
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import namespace_labels, problems, reasons, template_trust, tenancy, token_minting
+from secretferry.reconcile.login import context as login_context
+from secretferry.reconcile.login import methods as login_methods
+from secretferry.reconcile.login import secret_values
 from secretferry.service import auth, health
 from secretferry.service import client as service_client
 
@@ -387,7 +395,7 @@ class IdentityRegistry:
             host = spec.host_api or self._settings.default_host_api
             entry.ca_stale = False
             ca_pem = await self._ca_bundle(entry, spec)
-            credentials = await self._credentials(entry, spec.auth)
+            credentials = await login_methods.credentials(self._login_context(entry), spec.auth)
             if entry.ca_stale:  # the CA Secret changed meanwhile (``ca_secret_seen``): read it again
                 entry.ca_stale = False
                 ca_pem = await self._ca_bundle(entry, spec)
@@ -404,40 +412,20 @@ class IdentityRegistry:
             )
             return entry.session
 
+    def _login_context(self, entry: IdentityEntry) -> login_context.LoginContext:
+        kind, namespace, name = entry.key
+        return login_context.LoginContext(
+            label=key_str(entry.key),
+            identity=name,
+            namespaced=kind == MACHINE,
+            namespace=namespace,
+            kube=self._kube,
+            tokens=self._tokens,
+            settings=self._settings,
+        )
+
     def _ref_namespace(self, entry: IdentityEntry, ref: object) -> str:
-        """References of a namespaced identity live in its namespace; cluster ones name theirs."""
-        if entry.key[0] == CLUSTER:
-            return str(getattr(ref, "namespace"))  # noqa: B009 - the Cluster* ref models carry it
-        return entry.key[1]
-
-    async def _read(self, entry: IdentityEntry, ref: models_base.SecretKeyRef) -> str:
-        """One value of a referenced Secret; for a namespaced identity only from a Secret that
-        opted in (``tenancy.opted_in``): its value never leaves memory otherwise."""
-        value, _ = await self._read_versioned(entry, ref)
-        return value
-
-    async def _read_versioned(self, entry: IdentityEntry, ref: models_base.SecretKeyRef) -> tuple[str, str]:
-        """``_read``, and the Secret's resourceVersion as read."""
-        namespace = self._ref_namespace(entry, ref)
-        try:
-            secret = await secretrefs.read(self._kube, namespace=namespace, name=ref.name)
-            if entry.key[0] == MACHINE and not tenancy.opted_in(secret.annotations, entry.key[2]):
-                raise _not_opted_in(entry, "Secret", namespace=namespace, name=ref.name)
-            return secret.value(ref.key), secret.resource_version
-        except kube_errors.SecretKeyMissing as exc:  # only of a Secret that opted in (or a cluster one)
-            raise _credentials_problem(f"{key_str(entry.key)}: {exc}") from exc
-        except kube_errors.NotFound as exc:
-            if entry.key[0] == MACHINE:  # missing and not opted in read the same (tenancy.not_opted_in)
-                raise _not_opted_in(entry, "Secret", namespace=namespace, name=ref.name) from None
-            raise _credentials_problem(
-                f"{key_str(entry.key)}: cannot read key {ref.key!r} of Secret {namespace}/{ref.name}: {exc}"
-            ) from exc
-        except kube_errors.KubeError as exc:
-            raise _credentials_problem(
-                f"{key_str(entry.key)}: cannot read key {ref.key!r} of Secret {namespace}/{ref.name}: {exc}"
-            ) from exc
-        except LookupError as exc:
-            raise _credentials_problem(f"{key_str(entry.key)}: {exc}") from exc
+        return self._login_context(entry).ref_namespace(ref)
 
     async def _ca_bundle(self, entry: IdentityEntry, spec: identity_models.MachineIdentitySpec) -> str | None:
         if spec.tls is None:
@@ -445,56 +433,11 @@ class IdentityRegistry:
         if spec.tls.ca_bundle:
             return spec.tls.ca_bundle
         if spec.tls.ca_secret_ref is not None:
-            ca_pem, entry.ca_version = await self._read_versioned(entry, spec.tls.ca_secret_ref)
+            ca_pem, entry.ca_version = await secret_values.read_versioned(
+                self._login_context(entry), spec.tls.ca_secret_ref
+            )
             return ca_pem
         return None
-
-    async def _credentials(
-        self, entry: IdentityEntry, method: identity_models.IdentityAuth
-    ) -> auth.Credentials:
-        token_auth = method.token_auth
-        if token_auth is not None:
-            sa_namespace = self._ref_namespace(entry, token_auth.service_account_ref)
-            expiration, _ = tenancy.token_expiration(
-                token_auth.token_expiration_seconds, cap=self._settings.max_token_expiration_seconds
-            )
-            allowed = (
-                isinstance(token_auth, identity_models.ClusterKubernetesAuth)
-                and token_auth.allow_api_server_audience
-            )
-            mint = self._tokens.minter(
-                key_str(entry.key),
-                identity=entry.key[2],
-                namespaced=entry.key[0] == MACHINE,
-                namespace=sa_namespace,
-                name=token_auth.service_account_ref.name,
-                audiences=list(token_auth.audiences),
-                expiration_seconds=expiration,
-                allow_api_server_audience=allowed,
-                method=method.method,
-            )
-            if method.oidc is not None:
-                return auth.OIDCCredentials(identity_id=token_auth.identity_id, mint_jwt=mint)
-            if method.jwt is not None:
-                return auth.JWTCredentials(identity_id=token_auth.identity_id, mint_jwt=mint)
-            return auth.KubernetesCredentials(
-                identity_id=token_auth.identity_id,
-                mint_jwt=mint,
-                api_audiences=self._tokens.known_api_audiences,
-            )
-        if method.universal is not None:
-            uni = method.universal
-            if uni.credentials_secret_ref is not None:
-                ref = uni.credentials_secret_ref
-                ns = self._ref_namespace(entry, ref)
-                client_id = await self._read(entry, _key_ref(ref.name, ref.client_id_key, ns))
-                client_secret = await self._read(entry, _key_ref(ref.name, ref.client_secret_key, ns))
-            else:
-                assert uni.client_id is not None and uni.client_secret_ref is not None
-                client_id, client_secret = uni.client_id, await self._read(entry, uni.client_secret_ref)
-            return auth.UniversalCredentials(client_id=client_id, client_secret=client_secret)
-        assert method.access_token is not None
-        return auth.StaticTokenCredentials(token=await self._read(entry, method.access_token.secret_ref))
 
     async def close(self) -> None:
         """Shutdown: revoke every session's token (bounded, see ``AuthSession.close``), then close."""
@@ -522,8 +465,3 @@ def _credentials_failed(entry: IdentityEntry) -> bool:
 
 
 _credentials_problem = token_minting.credentials_problem
-
-
-def _key_ref(name: str, key: str, namespace: str) -> models_base.SecretKeyRef:
-    """A key reference inside a credentials Secret (namespace kept for cluster identities)."""
-    return models_base.ClusterSecretKeyRef(name=name, key=key, namespace=namespace)

@@ -20,6 +20,8 @@ from secretferry.kube import errors as kube_errors
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import identities as ident_mod
 from secretferry.reconcile import reasons, tenancy
+from secretferry.reconcile.login import context as login_context
+from secretferry.reconcile.login import secret_values
 
 HOST = "https://service.example"
 TOKEN_VALUE = "a-static-access-token-value"  # checked never to reach a message
@@ -587,24 +589,27 @@ async def test_an_identity_without_a_ca_secret_ignores_secret_changes(world: Wor
     assert entry.session is session
 
 
-async def test_a_ca_secret_changing_while_the_session_is_built_is_read_again(world: World) -> None:
+async def test_a_ca_secret_changing_while_the_session_is_built_is_read_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     old_pem, new_pem = _ca_pems()
     world.put_secret("team-a", "creds", allowed="id")
     _put_ca(world, old_pem)
     entry = world.registry.upsert(
         ident_mod.MACHINE, machine(tls={"caSecretRef": {"name": "ca", "key": "ca.crt"}})
     )
-    original = world.registry._read
+    original = secret_values.read
 
-    async def read_then_change(entry_: ident_mod.IdentityEntry, ref: Any) -> str:
+    async def read_then_change(ctx: login_context.LoginContext, ref: Any) -> str:
         # The CA Secret was read; before the session exists, the watch sees it change.
         if ref.name == "creds" and not hasattr(read_then_change, "done"):
             read_then_change.done = True  # type: ignore[attr-defined]
             version = _put_ca(world, new_pem)
-            assert world.registry.ca_secret_seen("team-a", "ca", version) == [entry_]
-        return await original(entry_, ref)
+            assert world.registry.ca_secret_seen("team-a", "ca", version) == [entry]
+        return await original(ctx, ref)
 
-    world.registry._read = read_then_change  # type: ignore[method-assign]
+    # The universal login reads its client secret through secret_values (reconcile/login/).
+    monkeypatch.setattr(secret_values, "read", read_then_change)
     await world.registry.session(entry)
     ca_gets = [p for p in world.gets("secrets") if p.endswith("/ca")]
     assert len(ca_gets) == 2  # read again: the session trusts the bundle the Secret holds now
