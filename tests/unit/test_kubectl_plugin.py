@@ -98,6 +98,10 @@ def test_why_shows_status_identity_and_events() -> None:
         "api", reason="TemplateError", updateMode="Polling", updateModeReason="instantUpdates is false"
     )
     sync["status"]["observedGeneration"] = 1
+    sync["spec"]["sources"] = [
+        {"projectSlug": "app", "environment": "dev", "path": "/db", "recursive": True},
+        {"generatorRef": {"kind": "PasswordGenerator", "name": "pw"}},
+    ]
     identity = {
         "status": {
             "conditions": [{"type": "Ready", "status": "True", "reason": "LoggedIn", "message": "ok"}],
@@ -119,6 +123,8 @@ def test_why_shows_status_identity_and_events() -> None:
     assert "Message:      message of api" in text
     assert "spec is at 2, status describes 1" in text
     assert "Update mode:  Polling (instantUpdates is false)" in text
+    assert "Scopes:       1. project app environment dev path /db (recursive)" in text
+    assert "2. PasswordGenerator/pw (no service call)" in text
     assert "Last sync:    never" in text
     assert "Identity MachineIdentity/ferry" in text
     assert "reason LoggedIn" in text and "Last login:   60m ago" in text and "/api/v4/secrets" in text

@@ -91,6 +91,21 @@ def status_table(syncs: Sequence[Body], *, all_namespaces: bool, now: datetime |
     return table(rows)
 
 
+def scopes(body: Body) -> list[str]:
+    """Each source as the operator names its scope in messages (``project … environment … path …``),
+    or the generator it reads."""
+    found = []
+    for source in (body.get("spec") or {}).get("sources") or []:
+        generator = source.get("generatorRef")
+        if generator:
+            found.append(f"{generator.get('kind')}/{generator.get('name')} (no service call)")
+            continue
+        project = source.get("projectSlug") or source.get("projectId")
+        text = f"project {project} environment {source.get('environment')} path {source.get('path', '/')}"
+        found.append(text + (" (recursive)" if source.get("recursive") else ""))
+    return found
+
+
 def _name(body: Body) -> str:
     return str((body.get("metadata") or {}).get("name", ""))
 
@@ -129,7 +144,14 @@ def explain(
             f"  Generation:   spec is at {generation}, status describes {observed} (not processed yet)"
         )
     mode, mode_reason = st.get("updateMode"), st.get("updateModeReason")
-    lines.append(f"  Update mode:  {mode or '-'}" + (f" ({mode_reason})" if mode_reason else ""))
+    if mode:
+        lines.append(f"  Update mode:  {mode}" + (f" ({mode_reason})" if mode_reason else ""))
+    else:
+        lines.append("  Update mode:  - (reported by the first pass that gets past the identity)")
+    # One event stream and one list call serve each scope (project, environment, path), shared by
+    # every SecretSync reading it: what Streaming/Polling above is about.
+    for index, scope in enumerate(scopes(sync), start=1):
+        lines.append(f"  {'Scopes:' if index == 1 else '':<13} {index}. {scope}")
     lines.append(
         f"  Last sync:    {age(st.get('lastSyncTime'), now=moment)} ago"
         if st.get("lastSyncTime")
