@@ -229,3 +229,51 @@ def test_a_restricted_user_is_told_what_is_forbidden(
     ]
     assert FORCE_SYNC not in json.dumps(harness.get(cp, "secretsync", "good", namespace))
     no_values(status.stdout, why.stdout, why.stderr, refused.stderr)
+
+
+def _template_live(cp: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "secretferry", "template", "--live", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(cp.kubeconfig)},
+        check=False,
+        timeout=60,
+    )
+
+
+def test_template_live_reads_template_from_sources_as_the_operator_does(
+    control_plane: ControlPlane, operator: OperatorProcess, service: DevServer, namespace: str
+) -> None:
+    cp = control_plane
+    harness.kubernetes_identity(cp, namespace, templates=True)
+    path = f"/{namespace}"
+    service.set_secret(PROJECT_ID, "dev", path, "DB_USER", "plugin-user-value-3")
+    for name, labels in (("tpl", {"secretferry.io/template-source": "true"}), ("unlabelled", {})):
+        cp.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                "data": {"app.ini": "user={{ DB_USER }}"},
+            }
+        )
+    for name, source_name in (("from-cm", "tpl"), ("from-unlabelled", "unlabelled")):
+        target = {"name": name, "template": {"templateFrom": [{"configMap": {"name": source_name}}]}}
+        harness.secret_sync(cp, namespace, name, sources=[source(path)], target=target, **QUIET)
+    harness.wait_reason(cp, namespace, "from-cm", "Synced")
+    refused = harness.wait_reason(cp, namespace, "from-unlabelled", "TemplateSourceNotLabelled")
+
+    rendered = _template_live(cp, f"{namespace}/from-cm", "--set", "DB_USER=sample", "--show-values")
+    assert rendered.returncode == 0, rendered.stderr
+    assert "app.ini: user=sample" in rendered.stdout
+    unlabelled = _template_live(cp, f"{namespace}/from-unlabelled", "--set", "DB_USER=sample")
+    assert (unlabelled.returncode, unlabelled.stderr) == (
+        1,
+        f"TemplateSourceNotLabelled: {refused['message']}\n",
+    )
+    missing = _template_live(cp, f"{namespace}/nope", "--set", "DB_USER=sample")
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        f"secretferry template: SecretSync {namespace}/nope does not exist\n",
+    )
