@@ -268,6 +268,7 @@ def template(
 
     from secretferry import preview
     from secretferry import settings as settings_mod
+    from secretferry.preview import command as preview_command
     from secretferry.preview import output
 
     if (filename is None) == (live is None):
@@ -280,95 +281,25 @@ def template(
             err=True,
         )
         ctx.exit(2)
+    request = preview_command.Request(
+        filename=filename,
+        live=live,
+        value_files=value_files,
+        sets=sets,
+        source_files=source_files,
+        namespace=namespace,
+        kubeconfig=kubeconfig,
+        context=context,
+    )
     try:
-        want = asyncio.run(
-            _template(
-                filename=filename,
-                live=live,
-                value_files=value_files,
-                sets=sets,
-                source_files=source_files,
-                namespace=namespace,
-                kubeconfig=kubeconfig,
-                context=context,
-                settings=settings,
-            )
-        )
+        want = asyncio.run(preview_command.run(request, settings=settings))
     except preview.InputError as exc:
         click.echo(f"secretferry template: {exc}", err=True)
         ctx.exit(2)
-    except _Refused as refused:
+    except preview_command.Refused as refused:
         click.echo(f"{refused.reason}: {refused.message}", err=True)
         ctx.exit(1)
     click.echo(output.render(want, show_values=show_values), nl=False)
-
-
-class _Refused(Exception):
-    """What the operator would show in Ready (a ``problems.Problem``, kept apart from the import)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-
-
-async def _template(
-    *,
-    filename: Path | None,
-    live: str | None,
-    value_files: tuple[Path, ...],
-    sets: tuple[str, ...],
-    source_files: tuple[Path, ...],
-    namespace: str | None,
-    kubeconfig: str | None,
-    context: str | None,
-    settings: Any,
-) -> Any:
-    from secretferry import preview
-    from secretferry.kube import errors as kube_errors
-    from secretferry.kubectl import connection
-    from secretferry.preview import inputs
-    from secretferry.reconcile import conditions, problems, reasons
-
-    values = inputs.load_values(inputs.read_files(list(value_files)), list(sets))
-    kube = None
-    try:
-        try:
-            if live is not None:
-                where, sep, name = live.partition("/")
-                if not sep or not where or not name:
-                    raise preview.InputError(f"--live {live!r}: expected NAMESPACE/NAME")
-                try:
-                    kube = await connection.connect(kubeconfig, context=context)
-                except kube_errors.KubeError as exc:
-                    raise preview.InputError(exc.message) from None
-                sync = await inputs.fetch_sync(kube, namespace=where, name=name)
-            else:
-                assert filename is not None
-                ((source, text),) = inputs.read_files([filename])
-                sync = inputs.load_sync(text, source=source, namespace=namespace)
-            sync_namespace = sync.metadata.namespace or "default"
-            reader: Any
-            if source_files or kube is None:
-                reader = inputs.FileSources(inputs.read_files(list(source_files)), namespace=sync_namespace)
-            else:
-                reader = inputs.LiveSources(kube)
-            return await preview.render(sync, values, reader=reader, settings=settings)
-        except problems.Problem as problem:
-            # As the Ready condition would hold it (escaped, cut to its limit): the operator's helper.
-            (shown,) = conditions.set_condition(
-                [],
-                type_=reasons.READY,
-                status="False",
-                reason=problem.reason,
-                message=problem.message,
-                observed_generation=None,
-                now=conditions.now(),
-            )
-            raise _Refused(shown.reason, shown.message) from None
-    finally:
-        if kube is not None:
-            await kube.close()
 
 
 @command.command("settings-reference", hidden=True)

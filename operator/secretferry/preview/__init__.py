@@ -6,6 +6,7 @@ their own kubeconfig) is rendered against values they supply, by the operator's 
 operator's own sandbox and limits (``render.py``), and the result is the Secret (values masked
 unless asked: ``output.py``) or the reason and message the Ready condition would show.
 
+    command  one run: inputs → render, a refusal as the Ready condition would hold it
     inputs   the SecretSync (file or live), sample values (YAML/JSON/dotenv, --set), templateFrom
              sources (--template-source files, or live)
     render   guards, templateFrom, desired.render_and_build in a RenderPool, target-name checks
@@ -16,7 +17,6 @@ It talks to nothing but the apiserver (with ``--live``), and only with the user'
 
 from __future__ import annotations
 
-from secretferry.preview.inputs import FileSources, InputError, LiveSources, load_sync, load_values
-from secretferry.preview.render import render
+from secretferry.preview.inputs import InputError
 
-__all__ = ["FileSources", "InputError", "LiveSources", "load_sync", "load_values", "render"]
+__all__ = ["InputError"]
