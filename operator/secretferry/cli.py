@@ -276,10 +276,12 @@ def template(
     try:
         settings = settings_mod.Settings()
     except pydantic.ValidationError as exc:
-        click.echo(
-            f"secretferry template: the SECRETFERRY_* settings are invalid: {exc.error_count()} error(s)",
-            err=True,
+        # Named by variable and rule, never by value (a setting may hold a credential).
+        found = "; ".join(
+            f"{'SECRETFERRY_' + str(e['loc'][0]).upper() if e['loc'] else 'settings'}: {e['msg']}"
+            for e in exc.errors(include_input=False, include_url=False)
         )
+        click.echo(f"secretferry template: the SECRETFERRY_* settings are invalid: {found}", err=True)
         ctx.exit(2)
     request = preview_command.Request(
         filename=filename,

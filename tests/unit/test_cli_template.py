@@ -144,6 +144,26 @@ def test_a_cpu_bomb_hits_the_operators_limit(
     assert "CPU" in err or "cpu" in err
 
 
+def test_a_memory_bomb_hits_the_memory_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bomb = (
+        "{% set ns = namespace(s='x' * 1000000) %}"
+        "{% for i in range(11) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}"
+    )
+    sync = _write(tmp_path, "sync.yaml", _sync(target={"template": {"data": {"bomb": bomb}}}))
+    code, _, err = _run(capsys, "-f", str(sync), "--set", "A=1")
+    assert (code, err) == (1, "TemplateError: template 'bomb': exceeded the memory limit of 64 MiB\n")
+
+
+def test_invalid_limits_are_named_not_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SECRETFERRY_TEMPLATE_CPU_LIMIT_SECONDS", "5")
+    monkeypatch.setenv("SECRETFERRY_TEMPLATE_TIMEOUT_SECONDS", "1")
+    code, _, err = _run(capsys, "-f", str(_write(tmp_path, "sync.yaml", _sync())), "--set", "A=1")
+    assert code == 2
+    assert "template_timeout_seconds must be above template_cpu_limit_seconds" in err
+
+
 def test_an_output_bomb_hits_the_output_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bomb = "{% for i in range(10000) %}{% for j in range(10000) %}x{% endfor %}{% endfor %}"
     sync = _write(tmp_path, "sync.yaml", _sync(target={"template": {"data": {"bomb": bomb}}}))
