@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
-from secretferry.kube import client, customresources, errors, status
+from secretferry.kube import client, customresources, errors, status, watching
 from secretferry.models import base as models_base
 
 SECRET_SYNCS: Final = "secretsyncs"
@@ -54,8 +54,13 @@ def _path(plural: str, *, namespace: str | None, name: str) -> str:
 async def list_syncs(kube: client.Kube, *, namespace: str | None) -> list[dict[str, Any]] | Denied:
     """Every SecretSync in ``namespace`` (all namespaces when None)."""
     where = f"in namespace {namespace}" if namespace else "in all namespaces"
+    found: list[dict[str, Any]] = []
     try:
-        return await customresources.list_items(kube, plural=SECRET_SYNCS, namespace=namespace)
+        # Paged (the operator's 1,000 a page): -A over 10,000 SecretSyncs is 10 answers, not one.
+        path = customresources.collection_path(SECRET_SYNCS, namespace=namespace)
+        async for items, _ in watching.list_pages(kube, path=path):
+            found.extend(items)
+        return found
     except errors.KubeError as exc:
         return Denied(f"list SecretSyncs {where}", _why(exc))
 
