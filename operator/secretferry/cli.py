@@ -1,5 +1,6 @@
 """The ``secretferry`` command: ``run`` (the operator), ``dev-server`` (reference service), ``crds``
-(the CRDs as YAML), ``convert`` (Infisical operator manifests to ours) and ``settings-reference``.
+(the CRDs as YAML), ``convert`` (Infisical operator manifests to ours), ``template`` (a SecretSync
+rendered against sample values: :mod:`secretferry.preview`) and ``settings-reference``.
 
 Sub-commands import their modules only when they run, so that ``secretferry crds`` and every
 ``--help`` stay free of kopf, and the operator never loads the dev server. ``run --help`` reads the
@@ -195,6 +196,112 @@ def convert(ctx: click.Context, files: tuple[TextIO, ...]) -> None:
     for line in converter.messages(result):
         click.echo(line, err=True)
     ctx.exit(0 if result.complete else 1)
+
+
+@command.command(short_help="Render a SecretSync against sample values, as the operator would.")
+@click.option(
+    "-f",
+    "--filename",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="The SecretSync (YAML or JSON; - for stdin).",
+)
+@click.option("--live", metavar="NAMESPACE/NAME", help="Read the SecretSync from the cluster instead.")
+@click.option(
+    "--values",
+    "value_files",
+    multiple=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Sample values: a YAML or JSON mapping, or dotenv lines. Repeatable; later files win.",
+)
+@click.option(
+    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="A sample value. Repeatable; wins over files."
+)
+@click.option(
+    "--template-source",
+    "source_files",
+    multiple=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="ConfigMaps/Secrets that templateFrom names. Repeatable. Without it, --live reads them"
+    " from the cluster.",
+)
+@click.option(
+    "-n", "--namespace", help="The SecretSync's namespace when its file names none (default: default)."
+)
+@click.option(
+    "--kubeconfig", metavar="PATH", help="For --live: this kubeconfig, not $KUBECONFIG or ~/.kube/config."
+)
+@click.option("--context", metavar="NAME", help="For --live: this kubeconfig context.")
+@click.option("--show-values", is_flag=True, help="Print the values instead of <redacted N bytes>.")
+@click.pass_context
+def template(
+    ctx: click.Context,
+    filename: Path | None,
+    live: str | None,
+    value_files: tuple[Path, ...],
+    sets: tuple[str, ...],
+    source_files: tuple[Path, ...],
+    namespace: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    show_values: bool,
+) -> None:
+    """Render a SecretSync's target against sample values, in the operator's sandbox and limits.
+
+    The sample values stand for what every source lists at the service; includeKeys/excludeKeys,
+    rewrite, decoding, templates (inline and templateFrom) and the key, type and size checks then
+    run as in the operator, with the limits of the SECRETFERRY_TEMPLATE_* variables. Prints the
+    Secret (or ConfigMap) as YAML, each value shown as <redacted N bytes> unless --show-values;
+    or, to stderr, the reason and message the SecretSync's Ready condition would show.
+
+    For example `secretferry template -f sync.yaml --values dev.env --set DB_PORT=5432`, or
+    `secretferry template --live team-a/db --values sample.yaml`.
+
+    Exit status: 0 rendered, 1 the operator would refuse (reason printed), 2 a usage error or an
+    input that cannot be read.
+    """
+    import asyncio
+
+    import pydantic
+
+    from secretferry import preview
+    from secretferry import settings as settings_mod
+    from secretferry.preview import command as preview_command
+    from secretferry.preview import output
+
+    if (filename is None) == (live is None):
+        raise click.UsageError("name the SecretSync with -f FILE or --live NAMESPACE/NAME (one of them)")
+    try:
+        settings = settings_mod.Settings()
+    except pydantic.ValidationError as exc:
+        # Named by variable and rule, never by value (a setting may hold a credential).
+        found = "; ".join(
+            f"{'SECRETFERRY_' + str(e['loc'][0]).upper() if e['loc'] else 'settings'}: {e['msg']}"
+            for e in exc.errors(include_input=False, include_url=False)
+        )
+        click.echo(f"secretferry template: the SECRETFERRY_* settings are invalid: {found}", err=True)
+        ctx.exit(2)
+    request = preview_command.Request(
+        filename=filename,
+        live=live,
+        value_files=value_files,
+        sets=sets,
+        source_files=source_files,
+        namespace=namespace,
+        kubeconfig=kubeconfig,
+        context=context,
+    )
+    try:
+        want = asyncio.run(preview_command.run(request, settings=settings))
+    except preview.InputError as exc:
+        click.echo(f"secretferry template: {exc}", err=True)
+        ctx.exit(2)
+    except preview_command.Refused as refused:
+        click.echo(f"{refused.reason}: {refused.message}", err=True)
+        ctx.exit(1)
+    click.echo(output.render(want, show_values=show_values), nl=False)
 
 
 @command.command("settings-reference", hidden=True)

@@ -30,7 +30,7 @@ CRD_NAMES = [
     "pushsecrets.secretferry.io",
     "temporaryprivileges.secretferry.io",
 ]
-COMMANDS = ["run", "crds", "dev-server", "settings-reference"]
+COMMANDS = ["run", "crds", "dev-server", "settings-reference", "template"]
 
 # The dev server's web stack and packages the operator does not use: none belongs in its process.
 NOT_IN_THE_OPERATOR = [
@@ -188,14 +188,14 @@ def test_crds_and_help_do_not_load_the_operator() -> None:
         "from secretferry import cli\n"
         "codes = []\n"
         "for args in (['--help'], ['--version'], ['crds'], ['crds', '--help'], ['run', '--help'],"
-        " ['settings-reference']):\n"
+        " ['settings-reference'], ['template', '--help']):\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"
         "        codes.append(cli.main(args))\n"
         f"loaded = [m for m in {THE_OPERATOR!r} if m in sys.modules]\n"
         "print(json.dumps([codes, loaded]))",
     )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == [[0] * 6, []]
+    assert json.loads(proc.stdout) == [[0] * 7, []]
 
 
 def test_the_operator_process_loads_neither_the_dev_server_nor_unused_packages() -> None:

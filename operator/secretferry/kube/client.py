@@ -210,6 +210,7 @@ def _unavailable(method: str, path: str, exc: BaseException) -> errors.Unavailab
 async def connect(
     *,
     kubeconfig: str | None = None,
+    context: str | None = None,
     connection_limit: int = 100,
     request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
     env: Mapping[str, str] | None = None,
@@ -221,7 +222,8 @@ async def connect(
     Token, token-file and client-certificate kubeconfigs work (:mod:`secretferry.kube.kubeconfig`
     says which fields). In a pod the server is ``KUBERNETES_SERVICE_HOST:PORT`` and the projected
     ServiceAccount token is re-read from disk as the kubelet rotates it
-    (:mod:`secretferry.kube.incluster`). ``connection_limit`` bounds concurrent connections,
+    (:mod:`secretferry.kube.incluster`). ``context``: a kubeconfig context other than the current
+    one (the kubectl plugin's ``--context``). ``connection_limit`` bounds concurrent connections,
     watches included. ``env`` (default ``os.environ``), ``service_account_dir`` (default
     ``incluster.SERVICE_ACCOUNT_DIR``) and ``clock`` exist so tests can fake a pod.
     """
@@ -229,7 +231,7 @@ async def connect(
     sa_dir = incluster.SERVICE_ACCOUNT_DIR if service_account_dir is None else service_account_dir
     authorization: Authorization
     if kubeconfig:
-        found = kubeconfig_mod.load(kubeconfig)
+        found = kubeconfig_mod.load(kubeconfig, context=context)
         authorization = _fixed(found.authorization)
     elif (in_cluster := incluster.load(environ, sa_dir)) is not None:
         found = access.Access(server=in_cluster.server, ca_file=in_cluster.ca_path)
@@ -237,7 +239,7 @@ async def connect(
         token_file.current()  # a token that cannot be read fails here, at start-up
         authorization = _rotating(token_file)
     else:
-        found = kubeconfig_mod.load(environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG))
+        found = kubeconfig_mod.load(environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG), context=context)
         authorization = _fixed(found.authorization)
     # TLS only for an https server, as kubernetes_asyncio did; the context is built once.
     tls: ssl.SSLContext | bool = access.ssl_context(found) if found.server.startswith("https") else True

@@ -74,6 +74,23 @@ def load(paths: str, *, context: str | None = None) -> access.Access:
     return _access(cluster, user, user_name=str(user_name or ""))
 
 
+def context_namespace(paths: str, *, context: str | None = None) -> str | None:
+    """The namespace the current context (or ``context``) names, as kubectl defaults ``-n`` to it;
+    None when it names none or no file is found. Read for the kubectl plugin, never the operator
+    (which is told its namespaces by its settings)."""
+    current: str | None = context
+    for path in (Path(p).expanduser() for p in paths.split(os.pathsep) if p.strip()):
+        if not path.is_file():
+            continue
+        document = _read_yaml(path)
+        current = current or (str(document["current-context"]) if document.get("current-context") else None)
+        for item in document.get("contexts") or []:
+            if isinstance(item, Mapping) and current is not None and item.get("name") == current:
+                namespace = _section_body(item, "contexts").get("namespace")
+                return str(namespace) if namespace else None
+    return None
+
+
 def _access(cluster: _Entry, user: _Entry | None, *, user_name: str) -> access.Access:
     c = cluster.value
     server = str(c.get("server") or "").rstrip("/")
@@ -178,4 +195,4 @@ def _problem(message: str) -> errors.NotConfigured:
     return errors.NotConfigured(0, "NotConfigured", f"no usable Kubernetes configuration: {message}")
 
 
-__all__ = ["load"]
+__all__ = ["context_namespace", "load"]

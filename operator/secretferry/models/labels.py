@@ -25,6 +25,9 @@ DATA_HMAC_ANNOTATION: Final = "secretferry.io/data-hmac"
 MERGE_FROM_ANNOTATION: Final = "secretferry.io/merge-from"
 """On a Secret/ConfigMap someone else owns: the SecretSyncs of its namespace (comma-separated
 names) that may write into it with creationPolicy Merge. Only who can write that object can set it."""
+# On a SecretSync or ClusterSecretSync: a new value makes the operator read the service now
+# (reconcile/sync_intake.py); what ``kubectl secretferry sync`` sets.
+FORCE_SYNC_ANNOTATION: Final = "secretferry.io/force-sync"
 
 # Label values are at most 63 characters; object names may have 253.
 LABEL_VALUE_MAX: Final = 63

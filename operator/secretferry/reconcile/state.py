@@ -18,13 +18,14 @@ import pydantic
 from secretferry import backoff
 from secretferry.models import base as models_base
 from secretferry.models import errors as model_errors
+from secretferry.models import labels
 from secretferry.models import secretsync as sync_models
 from secretferry.reconcile import desired, reasons, slim
 from secretferry.service import scopes as scope_mod
 
 SyncKey = tuple[str, str]  # (namespace, name)
 TargetKey = tuple[str, str, str]  # (kind, namespace, name)
-FORCE_SYNC_ANNOTATION = "secretferry.io/force-sync"
+FORCE_SYNC_ANNOTATION = labels.FORCE_SYNC_ANNOTATION
 # Only a fallback: ``bind`` records every key's interval before the key joins a scope.
 _DEFAULT_REFRESH_SECONDS = models_base.parse_duration(sync_models.DEFAULT_REFRESH_INTERVAL)
 
