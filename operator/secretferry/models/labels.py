@@ -25,6 +25,10 @@ DATA_HMAC_ANNOTATION: Final = "secretferry.io/data-hmac"
 MERGE_FROM_ANNOTATION: Final = "secretferry.io/merge-from"
 """On a Secret/ConfigMap someone else owns: the SecretSyncs of its namespace (comma-separated
 names) that may write into it with creationPolicy Merge. Only who can write that object can set it."""
+WEBHOOK_ADDRESS_ANNOTATION: Final = "secretferry.io/webhook-address"
+"""On the leader-election Lease: ``<pod IP>:<port>`` of the leader's webhook receiver, where standbys
+relay the webhooks that land on them (reconcile/webhook_relay.py). Only the operator's
+ServiceAccount can write that Lease, and whoever can may already take the lead."""
 
 # Label values are at most 63 characters; object names may have 253.
 LABEL_VALUE_MAX: Final = 63
