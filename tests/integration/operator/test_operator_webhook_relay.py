@@ -1,7 +1,8 @@
 """Two replicas (leader election on a real Lease) with the webhook receiver: the service's webhook is
 sent to the *standby* only, as a Service routing to every replica may do, and still reaches the
 Secret — the standby verifies it and relays it to the leader (reconcile/webhook_relay.py). A forged
-request to the standby is refused there and costs the leader nothing.
+request to the standby is refused there and costs the leader nothing. A tenant cannot point the
+relay at a listener of its own: the Lease that carries the leader's address is not theirs to write.
 
 Dev server with ``--no-events-plan`` and a resync hours away: only the relayed webhook can bring the
 change.
@@ -20,6 +21,7 @@ from typing import Any
 import harness
 import httpx
 import pytest
+import tenant
 from harness import OPERATOR_NAMESPACE, PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
@@ -104,6 +106,7 @@ def test_a_webhook_sent_to_the_standby_reaches_the_secret_through_the_leader(
     crds: None,
     no_events_service: DevServer,
     namespace: str,
+    hostile: tenant.Tenant,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     keyfile: Path = tmp_path_factory.mktemp("webhook-relay-key") / "signing-key"
@@ -177,6 +180,21 @@ def test_a_webhook_sent_to_the_standby_reaches_the_secret_through_the_leader(
         assert _metric(standby, "relayed") >= 2  # the probe and the service's webhook
         assert _metric(leader, sig.OK) >= accepted_at_leader + 1
         assert _metric(standby, sig.OK) == 0  # the standby nudged nothing itself
+
+        # The tenant tries to point the relay at its own listener: the Lease is not theirs to write.
+        with tenant.listening() as spy:
+            spoof = f"127.0.0.1:{spy.port}"
+            patch = json.dumps({"metadata": {"annotations": {labels.WEBHOOK_ADDRESS_ANNOTATION: spoof}}})
+            for attempt in (
+                ["annotate", "--overwrite", "lease", lease, f"{labels.WEBHOOK_ADDRESS_ANNOTATION}={spoof}"],
+                ["patch", "lease", lease, "--type=merge", "-p", patch],
+            ):
+                with pytest.raises(RuntimeError, match=r"(?i)forbidden"):
+                    hostile.kubectl(*attempt, "-n", OPERATOR_NAMESPACE)
+            assert not hostile.can("update", "leases")  # nor a Lease of its own namespace would count
+            body, now_ms = _body(path)
+            assert _post(standby_url, body, sig.header_value(body, KEY, now_ms)) == 202
+            assert spy.received == []
     finally:
         if standby is not None:
             standby.stop()
