@@ -68,7 +68,8 @@ STREAM_EVENTS = Counter("secretferry_stream_events_total", "Events received on s
 WEBHOOK_REQUESTS = Counter(
     "secretferry_webhook_requests_total",
     "Requests to the webhook receiver by result (accepted, unsigned, forged, replayed, too_large, "
-    "rate_limited, malformed, ignored, no_key); only accepted ones can nudge a scope.",
+    "rate_limited, malformed, ignored, no_key; at a standby: relayed, relay_failed, no_leader); only"
+    " accepted ones can nudge a scope.",
     ["result"],
 )
 WEBHOOK_NUDGES = Counter(

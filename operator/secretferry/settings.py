@@ -55,6 +55,15 @@ class Settings(BaseSettings):
             " $HOSTNAME. Not HOSTNAME alone: with hostNetwork every replica on a node has the node's."
         ),
     )
+    pod_ip: str = Field(
+        "",
+        description=(
+            "This replica's IP address (the chart sets it from the pod's status.podIP). While it leads,"
+            " it advertises `<pod_ip>:<webhook_port>` on the Lease, so that standbys relay the webhooks"
+            " that reach them to it; empty: nothing is advertised and a standby answers such a webhook"
+            " 503. Only used with the webhook receiver and leader election."
+        ),
+    )
 
     # --- the service ----------------------------------------------------------------------
     default_host_api: str = Field(
@@ -350,9 +359,9 @@ class Settings(BaseSettings):
         0,
         ge=0,
         le=65535,
-        description="TCP port of the signed-webhook receiver (POST, on `listen_address`), served while"
-        " this replica leads; 0 (the default) turns it off. A verified `secrets.modified` webhook nudges"
-        " the scopes it names; anything else changes nothing.",
+        description="TCP port of the signed-webhook receiver (POST, on `listen_address`), served by every"
+        " replica (a standby verifies and relays to the leader); 0 (the default) turns it off. A"
+        " verified `secrets.modified` webhook nudges the scopes it names; anything else changes nothing.",
     )
     webhook_signing_key_file: str = Field(
         "/etc/secretferry/webhook/signing-key",
@@ -431,6 +440,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"listen_address {self.listen_address!r} is not an IP address (e.g. 0.0.0.0, ::, 127.0.0.1)"
             ) from None
+        if self.pod_ip:
+            try:
+                ipaddress.ip_address(self.pod_ip)
+            except ValueError:
+                raise ValueError(f"pod_ip {self.pod_ip!r} is not an IP address") from None
         return self
 
     @model_validator(mode="after")

@@ -30,6 +30,7 @@ WITH_CONTROL_PLANE = {
     "bench_ratelimit.py",
     "bench_streams.py",
     "bench_template_bomb.py",
+    "bench_webhook.py",
 }
 # Generous: --help imports the script and its helpers (about half a second on an idle machine);
 # this only turns a script that starts benchmarking into a failure instead of a hung test run.

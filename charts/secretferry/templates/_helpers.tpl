@@ -277,6 +277,13 @@ an extraEnv entry that repeats one of these names).
   value: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled | quote }}
 - name: SECRETFERRY_WEBHOOK_PORT
   value: {{ ternary .Values.webhook.port 0 .Values.webhook.enabled | quote }}
+{{- if .Values.webhook.enabled }}
+# Advertised on the Lease while this replica leads: standbys relay the webhooks that reach them here.
+- name: SECRETFERRY_POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end }}
 - name: SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE
   value: "/etc/secretferry/webhook/signing-key"
 - name: SECRETFERRY_WEBHOOK_REPLAY_WINDOW_SECONDS

@@ -23,8 +23,10 @@ from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import hmackey, incluster, leases
 from secretferry.models import base as models_base
+from secretferry.models import labels
 from secretferry.reconcile import controller as controller_mod
 from secretferry.reconcile import identities as ident_mod
+from secretferry.reconcile import webhook_relay
 from secretferry.reconcile.leases import keeper as lease_keeper
 
 log = logging.getLogger(__name__)
@@ -46,8 +48,25 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     kube = await kube_client.connect(kubeconfig=cfg.kubeconfig)
     key = await hmackey.get_or_create(kube, namespace=cfg.namespace, name=cfg.hmac_key_secret)
     instance = instance_name(cfg, os.environ)
-    controller = controller_mod.Controller(kube=kube, settings=cfg, hmac_key=key, instance=instance)
+    elector = None
+    if cfg.peering:
+        elector = leases.Elector(
+            kube,
+            namespace=cfg.namespace,
+            name=cfg.peering,
+            identity=instance,
+            timings=leader_timings(cfg),
+            annotations=advertised(cfg),
+        )
+    controller = controller_mod.Controller(
+        kube=kube,
+        settings=cfg,
+        hmac_key=key,
+        instance=instance,
+        webhook_leader=(lambda: None) if elector is None else webhook_leader(elector),
+    )
     memo.kube, memo.controller = kube, controller
+    controller.open_receiver()
     memo.leases = lease_keeper.LeaseKeeper(
         kube=kube,
         identities=controller.identities,
@@ -55,10 +74,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         settings=cfg,
         instance=instance,
     )
-    if cfg.peering:
-        memo.elector = elector = leases.Elector(
-            kube, namespace=cfg.namespace, name=cfg.peering, identity=instance, timings=leader_timings(cfg)
-        )
+    if elector is not None:
+        memo.elector = elector
         memo.election = asyncio.create_task(
             lead(elector, start=controller.start, stop=lambda: _stop_controller(memo)), name="leader election"
         )
@@ -76,6 +93,20 @@ def instance_name(cfg: settings_mod.Settings, env: Mapping[str, str]) -> str:
     """This replica's Lease holder identity: the pod name the chart passes in, else the host name.
     Under hostNetwork HOSTNAME is the node's, shared by every replica on it."""
     return cfg.pod_name or env.get("HOSTNAME") or socket.gethostname()
+
+
+def advertised(cfg: settings_mod.Settings) -> dict[str, str]:
+    """What this replica writes on the Lease while it leads: its webhook receiver's address, for
+    standbys to relay to (reconcile/webhook_relay.py). Written even when empty (no receiver, or no
+    pod IP), so a holder never inherits the previous holder's address."""
+    if not cfg.webhook_port:
+        return {}
+    address = webhook_relay.advertised(cfg.pod_ip, cfg.webhook_port)
+    return {labels.WEBHOOK_ADDRESS_ANNOTATION: address or ""}
+
+
+def webhook_leader(elector: leases.Elector) -> Callable[[], webhook_relay.Address | None]:
+    return lambda: webhook_relay.parse(elector.holder_annotation(labels.WEBHOOK_ADDRESS_ANNOTATION))
 
 
 def leader_timings(cfg: settings_mod.Settings) -> leases.Timings:
@@ -175,6 +206,9 @@ def _in_cluster_login(memo: kopf.Memo, *, trust_env: bool) -> kopf.ConnectionInf
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    controller: controller_mod.Controller | None = getattr(memo, "controller", None)
+    if controller is not None:
+        await controller.close_receiver()
     election: asyncio.Task[None] | None = getattr(memo, "election", None)
     if election is not None:
         election.cancel()

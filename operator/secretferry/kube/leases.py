@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -100,8 +100,13 @@ class Elector:
         timings: Timings,
         wall: Callable[[], datetime] = _utcnow,
         jitter: Callable[[], float] = random.random,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
+        """``annotations``: written on the Lease with every claim and renewal, so what the holder
+        advertises (the webhook receiver's address, ``reconcile.webhook_relay``) always belongs to
+        the holder named beside it; removed on release."""
         self._kube = kube
+        self._annotations = dict(annotations or {})
         self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace, safe='')}/leases"
         self._path = f"{self._collection}/{quote(name, safe='')}"
         self._namespace, self._name, self._identity = namespace, name, identity
@@ -117,6 +122,14 @@ class Elector:
     def holder(self) -> str:
         """The holder last observed; empty before the first read or after a release."""
         return self._observed.holder if self._observed else ""
+
+    def holder_annotation(self, key: str) -> str | None:
+        """An annotation of the Lease last observed, if it has a holder other than us (what the
+        leader advertises, as a standby last saw it: at most a retry period old)."""
+        if self._lease is None or self.holder in ("", self._identity):
+            return None
+        value = ((self._lease.get("metadata") or {}).get("annotations") or {}).get(key)
+        return str(value) if value is not None else None
 
     async def run(self, *, on_started_leading: Callback, on_stopped_leading: Callback) -> None:
         """Wait for the Lease, lead, and return once leadership is lost.
@@ -153,7 +166,12 @@ class Elector:
                 spec = dict(lease.get("spec") or {})
                 spec.pop("holderIdentity", None)
                 spec.update(leaseDurationSeconds=_RELEASED_LEASE_SECONDS, acquireTime=now, renewTime=now)
-                body = {**lease, "spec": spec}
+                meta = dict(lease.get("metadata") or {})
+                if meta.get("annotations"):
+                    meta["annotations"] = {
+                        k: v for k, v in meta["annotations"].items() if k not in self._annotations
+                    }
+                body = {**lease, "metadata": meta, "spec": spec}
                 self._observe(body, await self._write("PUT", body), loop)
         except (errors.KubeError, TimeoutError) as exc:  # it runs out by itself; standbys only wait longer
             log.warning("could not release Lease %s/%s: %s", self._namespace, self._name, _why(exc))
@@ -264,7 +282,16 @@ class Elector:
             renewTime=now,
         )
         spec.setdefault("acquireTime", now)
-        return {**lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": spec}
+        meta = dict(lease.get("metadata") or {})
+        if self._annotations:
+            meta["annotations"] = {**(meta.get("annotations") or {}), **self._annotations}
+        return {
+            **lease,
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": spec,
+        }
 
     async def _write(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         path = self._collection if method == "POST" else self._path

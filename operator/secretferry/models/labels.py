@@ -28,6 +28,10 @@ names) that may write into it with creationPolicy Merge. Only who can write that
 # On a SecretSync or ClusterSecretSync: a new value makes the operator read the service now
 # (reconcile/sync_intake.py); what ``kubectl secretferry sync`` sets.
 FORCE_SYNC_ANNOTATION: Final = "secretferry.io/force-sync"
+WEBHOOK_ADDRESS_ANNOTATION: Final = "secretferry.io/webhook-address"
+"""On the leader-election Lease: ``<pod IP>:<port>`` of the leader's webhook receiver, where standbys
+relay the webhooks that land on them (reconcile/webhook_relay.py). Only the operator's
+ServiceAccount can write that Lease, and whoever can may already take the lead."""
 
 # Label values are at most 63 characters; object names may have 253.
 LABEL_VALUE_MAX: Final = 63

@@ -14,6 +14,8 @@ The controller and its collaborators, one job each::
     streaming        event streams over the scopes: which to hold, what their news queues
     webhooks         the signed-webhook receiver: verified ``secrets.modified`` webhooks nudge the
                      served scopes they name, as a stream event does (off unless webhook_port)
+    webhook_relay    a standby's receiver relays a verified webhook to the leader (its address
+                     from the Lease), so a webhook that lands on a standby is not lost
     recovery         a service host answers again: what waited for it retries now
     resync           the periodic resync of due scopes, and the gauges
     tasks            the background tasks, so that stop cancels every one

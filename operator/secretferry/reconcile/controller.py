@@ -41,6 +41,7 @@ from secretferry.reconcile import (
     target_intake,
     tasks,
     template_intake,
+    webhook_relay,
     webhooks,
 )
 from secretferry.reconcile import identities as ident_mod
@@ -66,7 +67,10 @@ class Controller:
         hmac_key: bytes,
         instance: str,
         clock: Callable[[], float] = time.monotonic,
+        webhook_leader: Callable[[], webhook_relay.Address | None] = lambda: None,
     ) -> None:
+        """``webhook_leader``: where a standby relays a verified webhook (the address the leader
+        advertises on the Lease; handlers/operator.py)."""
         self.settings = settings
         self.clock = clock
         self.leading = asyncio.Event()
@@ -121,7 +125,12 @@ class Controller:
             scopes=self.scopes,
             on_resync=self.streaming.on_resync,
             background=self.background,
+            leading=self.leading.is_set,
+            leader=webhook_leader,
         )
+        # The receiver's own tasks: it listens from start-up to shutdown, leading or not (a standby
+        # relays), so not among ``background``, which a step-down cancels.
+        self.receiving = tasks.Tasks()
         self.recovery = recovery.Recovery(
             identities=self.identities,
             syncs=self.syncs,
@@ -243,8 +252,6 @@ class Controller:
             served_=self.served,
         )
         self.background.spawn(boot, "start-up")
-        if self.settings.webhook_port:
-            self.background.spawn(self.webhooks.serve(), "webhook receiver")
         self.background.spawn(self._start_push(), "start pushsecrets")
         self._start_generators()
         self.background.spawn(self._start_privileges(), "temporary privileges")
@@ -277,6 +284,14 @@ class Controller:
                 self.generators.watch_secrets(ns, at_once), f"watch generator Secrets {ns or '*'}"
             )
         self.background.spawn(self.generators.run(), "generator workers")
+
+    def open_receiver(self) -> None:
+        """Serve the webhook receiver (if configured) on every replica, from start-up on."""
+        if self.settings.webhook_port:
+            self.receiving.spawn(self.webhooks.serve(), "webhook receiver")
+
+    async def close_receiver(self) -> None:
+        await self.receiving.cancel_all()
 
     async def wait_ready(self) -> None:
         await self.target_intake.ready.wait()

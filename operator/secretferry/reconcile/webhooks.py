@@ -2,7 +2,9 @@
 
 Why: on plans without event streams (and on older self-hosted servers) scopes poll; the service
 sends signed webhooks on every plan, so a change can reach its Secret in milliseconds instead of a
-polling interval. Off unless ``webhook_port`` is set (and it serves only while this replica leads).
+polling interval. Off unless ``webhook_port`` is set. Every replica listens (the chart's Service
+routes to all of them): the leader nudges, a standby verifies and relays the request to the leader
+(``webhook_relay``), so a webhook that lands on a standby is not lost.
 
 What a request can do, and what it cannot (the endpoint is reachable by whoever can reach the
 port, so the body is untrusted input):
@@ -32,10 +34,11 @@ import logging
 import pathlib
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from secretferry import metrics
 from secretferry import settings as settings_mod
-from secretferry.reconcile import state, tasks
+from secretferry.reconcile import state, tasks, webhook_relay
 from secretferry.service import scopes as scope_mod
 from secretferry.service import streams as streams_mod
 from secretferry.service import webhook_signature as sig
@@ -147,8 +150,14 @@ class Receiver:
         background: tasks.Tasks,
         wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         clock: Callable[[], float] = time.monotonic,
+        leading: Callable[[], bool] = lambda: True,
+        leader: Callable[[], webhook_relay.Address | None] = lambda: None,
     ) -> None:
+        """``leading``: whether this replica runs the controller now (it nudges); else the request
+        is relayed to ``leader()``, the address the leader advertises in the Lease."""
         self._settings = settings
+        self._leading = leading
+        self._leader = leader
         self._scopes = scopes
         self._keys = KeyFile(settings.webhook_signing_key_file)
         self._limiter = RateLimiter(
@@ -160,7 +169,40 @@ class Receiver:
         self._now_ms = wall_clock_ms
 
     def handle(self, source: str, header: str | None, body: bytes | None) -> tuple[int, str]:
-        """One request, already read (``body`` None: over the cap) → (HTTP status, result)."""
+        """One request at the leader, already read (``body`` None: over the cap) → (HTTP status,
+        result)."""
+        verdict = self._verify(source, header, body)
+        if not isinstance(verdict, sig.Change):
+            return verdict
+        hit = matching(self._scopes.all(), verdict)
+        if hit:
+            self._nudger.nudge(hit)
+        return self._count(202, sig.OK)
+
+    async def answer(
+        self, source: str, header: str | None, body: bytes | None, *, relayed: bool
+    ) -> tuple[int, str]:
+        """One request, already read: handled here while leading, else verified and relayed once."""
+        if self._leading():
+            return self.handle(source, header, body)
+        verdict = self._verify(source, header, body)
+        if not isinstance(verdict, sig.Change):
+            return verdict  # refused here: a forgery never reaches the leader
+        leader = None if relayed else self._leader()  # one hop: never relay a relayed request
+        if leader is None or body is None:
+            return self._count(503, webhook_relay.NO_LEADER)
+        try:
+            status = await webhook_relay.send(leader, header=header, body=body)
+        except (OSError, TimeoutError, ValueError, asyncio.IncompleteReadError) as exc:
+            log.warning("could not relay a webhook to the leader at %s: %s", leader, type(exc).__name__)
+            return self._count(502, webhook_relay.RELAY_FAILED)
+        if 200 <= status < 300:
+            return self._count(status, webhook_relay.RELAYED)
+        # the leader refused what we accepted (its rate limit, a key rotated in between): say so
+        return self._count(status if status in _REASONS else 502, webhook_relay.RELAY_FAILED)
+
+    def _verify(self, source: str, header: str | None, body: bytes | None) -> tuple[int, str] | sig.Change:
+        """The change a request proves, or its refusal (already counted)."""
         if not self._limiter.allow(source):
             return self._count(429, sig.RATE_LIMITED)
         if body is None:
@@ -175,10 +217,7 @@ class Receiver:
         if result != sig.OK or change is None:
             status = 202 if result == sig.IGNORED else (503 if result == sig.NO_KEY else 401)
             return self._count(status, result)
-        hit = matching(self._scopes.all(), change)
-        if hit:
-            self._nudger.nudge(hit)
-        return self._count(202, sig.OK)
+        return change
 
     @staticmethod
     def _count(status: int, result: str) -> tuple[int, str]:
@@ -186,7 +225,7 @@ class Receiver:
         return status, result
 
     async def serve(self) -> None:
-        """Listen until cancelled (the controller's background tasks: while leading)."""
+        """Listen until cancelled (from start-up to shutdown, leading or not)."""
         server = await asyncio.start_server(
             self._connection, host=self._settings.listen_address, port=self._settings.webhook_port
         )
@@ -198,9 +237,13 @@ class Receiver:
         peer = writer.get_extra_info("peername")
         source = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
         try:
-            status, result = await asyncio.wait_for(self._request(source, reader), _READ_TIMEOUT_SECONDS)
+            request = await asyncio.wait_for(self._request(source, reader), _READ_TIMEOUT_SECONDS)
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError):
-            status, result = self._count(400, sig.MALFORMED)
+            request = self._count(400, sig.MALFORMED)
+        if isinstance(request, _Read):  # answered outside the read timeout: a relay has its own
+            status, result = await self.answer(source, request.header, request.body, relayed=request.relayed)
+        else:
+            status, result = request
         text = f'{{"result":"{result}"}}'
         writer.write(
             f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
@@ -213,7 +256,8 @@ class Receiver:
         except OSError:
             pass
 
-    async def _request(self, source: str, reader: asyncio.StreamReader) -> tuple[int, str]:
+    async def _request(self, source: str, reader: asyncio.StreamReader) -> _Read | tuple[int, str]:
+        """The request read, or the answer to a request that cannot be one of ours (counted)."""
         head = await reader.readuntil(b"\r\n\r\n")
         if len(head) > _MAX_HEAD_BYTES:
             raise ValueError("head too large")
@@ -229,10 +273,18 @@ class Receiver:
         length = int(headers.get("content-length", "-1"))
         if length < 0:
             return self._count(411, sig.MALFORMED)
+        relayed = webhook_relay.RELAYED_HEADER in headers
         if length > self._settings.webhook_max_body_bytes:
-            return self.handle(source, headers.get(sig.HEADER), None)
+            return _Read(header=headers.get(sig.HEADER), body=None, relayed=relayed)
         body = await reader.readexactly(length)
-        return self.handle(source, headers.get(sig.HEADER), body)
+        return _Read(header=headers.get(sig.HEADER), body=body, relayed=relayed)
+
+
+@dataclass(frozen=True)
+class _Read:
+    header: str | None
+    body: bytes | None  # None: over the cap, not read
+    relayed: bool
 
 
 _REASONS = {
@@ -243,5 +295,6 @@ _REASONS = {
     411: "Length Required",
     413: "Content Too Large",
     429: "Too Many Requests",
+    502: "Bad Gateway",
     503: "Service Unavailable",
 }

@@ -3,6 +3,9 @@ the NetworkPolicy opened on its port only, and an Ingress only when asked."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from chart_helpers import Helm, Render, assert_refused, by_kind, named, operator_container, operator_env
 
 ON = ["webhook.enabled=true", "webhook.signingKeySecret=wh-key"]
@@ -34,3 +37,39 @@ def test_enabled_renders_service_key_mount_and_policy(render: Render) -> None:
 
 def test_enabled_without_a_key_secret_is_refused(helm: Helm) -> None:
     assert_refused(helm, ["webhook.enabled=true"], "signingKeySecret")
+
+
+def test_with_replicas_every_replica_is_behind_the_service_and_may_relay_to_the_leader(
+    render: Render, tmp_path: Path
+) -> None:
+    """replicaCount 2: the Service selects every replica (a standby verifies and relays to the
+    leader, reconcile/webhook_relay.py), each pod gets its IP to advertise, and the NetworkPolicy
+    lets the release's pods reach each other's webhook port even when `webhook.from` narrows it."""
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}}
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({"webhook": {"from": [peer]}}))  # JSON is YAML
+    docs = render(
+        values,
+        set_values=[*ON, "replicaCount=2", "leaderElection.enabled=true", "networkPolicy.enabled=true"],
+    )
+    deployment = by_kind(docs, "Deployment")[0]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    service = named(docs, "Service", "ci-secretferry-webhook")
+    selector = service["spec"]["selector"]
+    assert selector.items() <= pod_labels.items()  # every replica, not a leader-only label
+    assert not any("leader" in k for k in selector)
+    container = operator_container(docs)
+    pod_ip = next(e for e in container["env"] if e["name"] == "SECRETFERRY_POD_IP")
+    assert pod_ip["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert operator_env(docs)["SECRETFERRY_PEERING"]
+    policy = by_kind(docs, "NetworkPolicy")[0]["spec"]
+    own = {"podSelector": {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}}
+    webhook_in = next(r for r in policy["ingress"] if [p["port"] for p in r["ports"]] == [8082])
+    assert webhook_in["from"] == [peer, own]
+    webhook_out = next(r for r in policy["egress"] if [p["port"] for p in r["ports"]] == [8082])
+    assert webhook_out["to"] == [own]
+    # no new permission for the relay: the operator cannot patch pods
+    for role in by_kind(docs, "Role") + by_kind(docs, "ClusterRole"):
+        for rule in role.get("rules") or []:
+            if "pods" in rule.get("resources", []):
+                assert not {"patch", "update"} & set(rule["verbs"]), role["metadata"]["name"]

@@ -32,6 +32,11 @@ class FakeController:
         await asyncio.sleep(STOP_SECONDS)
         self.journal.append("stop ends")
 
+    async def close_receiver(self) -> None:
+        """The webhook receiver serves apart from the controller's work (leading or not): closed
+        at shutdown, not at a step-down."""
+        self.receiver_closed = True
+
 
 class FakeElector:
     """Leads at once; loses the Lease when ``lose`` is set."""

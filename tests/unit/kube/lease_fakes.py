@@ -99,7 +99,14 @@ class Line:
 class Candidate:
     """One replica: an Elector on its own line and wall clock, recording when it led."""
 
-    def __init__(self, store: LeaseStore, identity: str, *, skew_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        store: LeaseStore,
+        identity: str,
+        *,
+        skew_seconds: float = 0.0,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         self.line = Line(store, identity)
         self.identity = identity
         self.elector = leases.Elector(
@@ -110,6 +117,7 @@ class Candidate:
             timings=TIMINGS,
             wall=lambda: T0 + timedelta(seconds=asyncio.get_running_loop().time() + skew_seconds),
             jitter=lambda: 0.0,  # polls exactly every retry period: the timings below are exact
+            annotations=annotations,
         )
         self.started_at: float | None = None
         self.stopped_at: float | None = None

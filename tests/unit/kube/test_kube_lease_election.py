@@ -217,3 +217,28 @@ async def test_a_leader_whose_start_fails_steps_down(store: LeaseStore) -> None:
     await a.elector.run(on_started_leading=start, on_stopped_leading=stop)
     assert stopped and stopped[0] < 1
     assert not a.elector.leading
+
+
+ADDRESS = "secretferry.io/webhook-address"
+
+
+async def test_what_the_holder_advertises_is_seen_by_standbys_and_goes_with_the_lease(
+    store: LeaseStore,
+) -> None:
+    """The webhook receiver's address rides on the Lease: a standby reads the holder's (never its
+    own), a release removes it, and a new holder's replaces the old one's."""
+    a = Candidate(store, "a", annotations={ADDRESS: "10.0.0.1:8082"}).run()
+    await asyncio.sleep(1)
+    b = Candidate(store, "b", annotations={ADDRESS: "10.0.0.2:8082"}).run()
+    await asyncio.sleep(5)
+    assert store.lease is not None and store.lease["metadata"]["annotations"] == {ADDRESS: "10.0.0.1:8082"}
+    assert b.elector.holder_annotation(ADDRESS) == "10.0.0.1:8082"
+    assert a.elector.holder_annotation(ADDRESS) is None  # the leader relays to nobody, itself least
+    await a.crash()
+    assert await a.elector.release()
+    assert ADDRESS not in (store.lease["metadata"].get("annotations") or {})
+    await asyncio.sleep(3 * RETRY)  # b takes the released Lease
+    assert b.started_at is not None
+    assert store.lease["metadata"]["annotations"] == {ADDRESS: "10.0.0.2:8082"}
+    assert b.elector.holder_annotation(ADDRESS) is None
+    await b.crash()

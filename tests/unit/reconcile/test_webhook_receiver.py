@@ -12,7 +12,7 @@ import pytest
 
 from secretferry import metrics
 from secretferry import settings as settings_mod
-from secretferry.reconcile import state, tasks, webhooks
+from secretferry.reconcile import state, tasks, webhook_relay, webhooks
 from secretferry.service import scopes
 from secretferry.service import webhook_signature as sig
 
@@ -88,7 +88,11 @@ class _Harness:
             on_resync=lambda s, reason: self.nudges.append(set(s)),
             background=tasks.Tasks(),
             wall_clock_ms=lambda: NOW,
+            leading=lambda: self.leading,
+            leader=lambda: self.leader,
         )
+        self.leading = True
+        self.leader: webhook_relay.Address | None = None
 
 
 def _count(result: str) -> float:
@@ -174,3 +178,84 @@ async def test_without_a_key_every_request_is_refused(tmp_path: pathlib.Path) ->
     assert h.receiver.handle("1.2.3.4", sig.header_value(body, KEY, NOW), body) == (503, sig.NO_KEY)
     await asyncio.sleep(0)
     assert h.nudges == []
+
+
+async def _post(port: int, body: bytes, header: str, *, relayed: bool = False) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    extra = f"{webhook_relay.RELAYED_HEADER}: 1\r\n" if relayed else ""
+    writer.write(
+        f"POST /webhook HTTP/1.1\r\nHost: x\r\n{sig.HEADER}: {header}\r\n{extra}"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    return answer.split(b"\r\n", 1)[0]
+
+
+async def test_a_standby_relays_a_verified_webhook_to_the_leader_and_nothing_else(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Two receivers over real sockets: the leader's nudges; the standby's verifies, relays once."""
+    (tmp_path / "leader").mkdir()
+    (tmp_path / "standby").mkdir()
+    leader, standby = _Harness(tmp_path / "leader"), _Harness(tmp_path / "standby")
+    standby.leading = False
+    lead_server = await asyncio.start_server(leader.receiver._connection, host="127.0.0.1", port=0)
+    stand_server = await asyncio.start_server(standby.receiver._connection, host="127.0.0.1", port=0)
+    lead_port = lead_server.sockets[0].getsockname()[1]
+    port = stand_server.sockets[0].getsockname()[1]
+    body = _body()
+    async with lead_server, stand_server:
+        # no leader known yet (before the first Lease read, or a released Lease): 503, not lost silently
+        assert (
+            await _post(port, body, sig.header_value(body, KEY, NOW)) == b"HTTP/1.1 503 Service Unavailable"
+        )
+        standby.leader = webhook_relay.Address("127.0.0.1", lead_port)
+        relayed_before = _count(webhook_relay.RELAYED)
+        assert await _post(port, body, sig.header_value(body, KEY, NOW)) == b"HTTP/1.1 202 Accepted"
+        await asyncio.sleep(0)
+        assert leader.nudges == [{leader.scope}] and standby.nudges == []
+        assert _count(webhook_relay.RELAYED) == relayed_before + 1
+        # a forgery is refused at the standby: the leader never sees it
+        ok_at_leader = _count(sig.OK)
+        assert await _post(port, body, sig.header_value(body, "guess", NOW)) == b"HTTP/1.1 401 Unauthorized"
+        # one hop only: a request already relayed is not relayed again (no loop between replicas)
+        assert (
+            await _post(port, body, sig.header_value(body, KEY, NOW), relayed=True)
+            == b"HTTP/1.1 503 Service Unavailable"
+        )
+        assert _count(sig.OK) == ok_at_leader
+    # the leader gone: the standby says so (502), it does not hang
+    failed = _count(webhook_relay.RELAY_FAILED)
+    async with await asyncio.start_server(standby.receiver._connection, host="127.0.0.1", port=0) as again:
+        port = again.sockets[0].getsockname()[1]
+        assert await _post(port, body, sig.header_value(body, KEY, NOW)) == b"HTTP/1.1 502 Bad Gateway"
+    assert _count(webhook_relay.RELAY_FAILED) == failed + 1
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("10.0.0.5:8082", webhook_relay.Address("10.0.0.5", 8082)),
+        ("[fd00::5]:8082", webhook_relay.Address("fd00::5", 8082)),
+        ("", None),
+        (None, None),
+        ("leader.example.com:8082", None),  # never a host name: it could be made to resolve elsewhere
+        ("10.0.0.5", None),
+        ("10.0.0.5:0", None),
+        ("10.0.0.5:99999", None),
+    ],
+)
+def test_the_advertised_address_parses_only_as_ip_and_port(
+    value: str | None, expected: webhook_relay.Address | None
+) -> None:
+    assert webhook_relay.parse(value) == expected
+
+
+def test_the_advertised_address_round_trips() -> None:
+    for ip in ("10.0.0.5", "fd00::5"):
+        text = webhook_relay.advertised(ip, 8082)
+        assert webhook_relay.parse(text) == webhook_relay.Address(ip, 8082)
+    assert webhook_relay.advertised("", 8082) is None
