@@ -37,9 +37,15 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     readiness = _readiness(memo)
     if cfg.readiness_port and getattr(memo, "readiness_server", None) is None:
         # first of all: the kubelet then reads "starting" (503), not a refused connection
-        memo.readiness_server = await readiness_mod.serve(
-            readiness, host=cfg.listen_address, port=cfg.readiness_port
-        )
+        try:
+            memo.readiness_server = await readiness_mod.serve(
+                readiness, host=cfg.listen_address, port=cfg.readiness_port
+            )
+        except OSError as exc:  # taken, or no such address: say so and stop, not retry forever
+            raise kopf.PermanentError(
+                f"the readiness endpoint cannot listen on {cfg.listen_address} port {cfg.readiness_port}:"
+                f" {exc.strerror or exc}"
+            ) from exc
     settings.posting.enabled = False  # our own Events, only on transitions
     settings.persistence.finalizer = "secretferry.io/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="secretferry.io")
