@@ -48,7 +48,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     TMPDIR=/tmp
 USER 65532:65532
 WORKDIR /tmp
-# 8080: Prometheus metrics; 8081: kopf liveness (/healthz).
-EXPOSE 8080 8081
+# 8080: Prometheus metrics; 8081: kopf liveness (/healthz); 8082: readiness (/readyz).
+EXPOSE 8080 8081 8082
 ENTRYPOINT ["secretferry"]
 CMD ["run"]
