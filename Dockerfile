@@ -48,7 +48,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     TMPDIR=/tmp
 USER 65532:65532
 WORKDIR /tmp
-# 8080: Prometheus metrics; 8081: kopf liveness (/healthz).
-EXPOSE 8080 8081
+# 8080: Prometheus metrics; 8081: kopf liveness (/healthz); 8082: readiness (/readyz);
+# 8083: the signed-webhook receiver (chart webhook.port; off unless webhook.enabled).
+EXPOSE 8080 8081 8082 8083
 ENTRYPOINT ["secretferry"]
 CMD ["run"]

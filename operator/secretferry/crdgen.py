@@ -129,16 +129,21 @@ def _merge(inner: Mapping[str, Any], outer: Mapping[str, Any]) -> dict[str, Any]
 
 
 def _root_schema(spec: type[BaseModel], status: type[BaseModel], description: str) -> dict[str, Any]:
+    spec_schema = structural(spec.model_json_schema(by_alias=True, mode="validation"))
+    # spec is required only where it has a required field: a spec whose every field is optional
+    # (UUIDGenerator) may be left out, as its model allows; requiring it refused the example that
+    # leaves it out (examples/generators.yaml).
+    required = {"required": ["spec"]} if spec_schema.get("required") else {}
     return {
         "type": "object",
         "description": description,
-        "required": ["spec"],
+        **required,
         "properties": {
             "apiVersion": {"type": "string", "description": f"API group and version: `{base.API_VERSION}`."},
             "kind": {"type": "string", "description": "The kind of this object."},
             # The apiserver refuses anything on metadata but its type (not even a description).
             "metadata": {"type": "object"},
-            "spec": structural(spec.model_json_schema(by_alias=True, mode="validation")),
+            "spec": spec_schema,
             "status": structural(status.model_json_schema(by_alias=True, mode="validation")),
         },
     }

@@ -276,12 +276,18 @@ class Settings(BaseSettings):
         description="TCP port of kopf's liveness endpoint (/healthz, on `listen_address`) that the kubelet"
         " probes; 0 turns it off.",
     )
+    readiness_port: int = Field(
+        8082,
+        description="TCP port of the readiness endpoint (/readyz, on `listen_address`): 200 once this replica"
+        " serves (caches complete) or, under leader election, stands by; 503 while starting, listing or"
+        " stopping. 0 turns it off.",
+    )
     listen_address: str = Field(
         "0.0.0.0",
-        description="IP address the metrics and liveness endpoints listen on. 0.0.0.0 (the default, as in"
-        " earlier releases): every IPv4 interface. `::`: every IPv6 interface (the liveness endpoint then"
-        " takes IPv6 only). 127.0.0.1 keeps both on loopback, out of reach of Prometheus and of the"
-        " kubelet's probe (turn the probe off then). Checked at start-up.",
+        description="IP address the metrics, liveness and readiness endpoints listen on. 0.0.0.0 (the"
+        " default, as in earlier releases): every IPv4 interface. `::`: every IPv6 interface (the liveness"
+        " endpoint then takes IPv6 only). 127.0.0.1 keeps them on loopback, out of reach of Prometheus and"
+        " of the kubelet's probes (turn the probes off then). Checked at start-up.",
     )
     per_object_metrics: bool = Field(
         False,

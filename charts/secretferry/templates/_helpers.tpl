@@ -296,6 +296,8 @@ an extraEnv entry that repeats one of these names).
   value: {{ .Values.webhook.burst | quote }}
 - name: SECRETFERRY_LIVENESS_PORT
   value: {{ .Values.livenessPort | quote }}
+- name: SECRETFERRY_READINESS_PORT
+  value: {{ .Values.readinessPort | quote }}
 - name: SECRETFERRY_LISTEN_ADDRESS
   value: {{ .Values.listenAddress | quote }}
 - name: SECRETFERRY_PEERING

@@ -50,9 +50,10 @@ class OperatorPod:
         self.default_host_api = default_host_api
         self.extra_values = values or {}
         # Several replicas share the node's network: they cannot all bind one port, so they go
-        # without the metrics and liveness endpoints (the scheduler would refuse the hostPorts).
+        # without the metrics, liveness and readiness endpoints (the scheduler would refuse the hostPorts).
         self.metrics_port = free_port() if replicas == 1 else 0
         self.liveness_port = free_port() if replicas == 1 else 0
+        self.readiness_port = free_port() if replicas == 1 else 0
         workdir.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -69,6 +70,7 @@ class OperatorPod:
             "config": {"defaultHostAPI": self.default_host_api},
             "metrics": {"enabled": bool(self.metrics_port), "port": self.metrics_port or 8080},
             "livenessPort": self.liveness_port,
+            "readinessPort": self.readiness_port,
             "extraEnv": [
                 {"name": "KUBERNETES_SERVICE_HOST", "value": api.hostname},
                 {"name": "KUBERNETES_SERVICE_PORT", "value": str(api.port)},
@@ -104,10 +106,12 @@ class OperatorPod:
         if wait:
             self.wait_ready(self.replicas)
 
-    def upgrade(self, values: dict[str, Any]) -> None:
+    def upgrade(self, values: dict[str, Any], *, wait_seconds: int | None = None) -> None:
         """``helm upgrade`` the release with ``values`` added, as a user changing a setting would;
-        the Deployment rolls (Recreate with one replica), and the caller waits for the new pods."""
+        the Deployment rolls (Recreate with one replica), and the caller waits for the new pods, or,
+        with ``wait_seconds``, helm does (``--wait``: until the new pods are Ready)."""
         self.extra_values = {**self.extra_values, **values}
+        wait = ["--wait", f"--timeout={wait_seconds}s"] if wait_seconds is not None else []
         self.helm(
             "upgrade",
             self.release,
@@ -118,6 +122,7 @@ class OperatorPod:
             str(NODE_VALUES),
             "--values",
             str(self._run_values()),
+            *wait,
         )
 
     def uninstall(self) -> None:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -27,6 +28,9 @@ class OperatorProcess:
         self.extra_env = dict(env or {})
         self.metrics_port = free_port()
         self.liveness_port = free_port()
+        # Its own port, like the others: several operators run side by side in tests (replicas under
+        # leader election, and other test runs on a shared machine), never on the default 8082.
+        self.readiness_port = free_port()
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, *, wait_seconds: float = 60.0) -> None:
@@ -36,6 +40,7 @@ class OperatorProcess:
             "KUBECONFIG": str(self.kubeconfig),
             "SECRETFERRY_METRICS_PORT": str(self.metrics_port),
             "SECRETFERRY_LIVENESS_PORT": str(self.liveness_port),
+            "SECRETFERRY_READINESS_PORT": str(self.readiness_port),
             "SECRETFERRY_LOG_FORMAT": "json",
             **self.extra_env,
         }
@@ -76,6 +81,17 @@ class OperatorProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
             text: str = r.read().decode()
             return text
+
+    def readiness(self) -> str:
+        """What /readyz answers, as ``"<status> <state>"`` (``"200 serving"``), or ``"down"``."""
+        url = f"http://127.0.0.1:{self.readiness_port}/readyz"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return f"{r.status} {r.read().decode().strip()}"
+        except urllib.error.HTTPError as exc:
+            return f"{exc.code} {exc.read().decode().strip()}"
+        except OSError:
+            return "down"
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -18,6 +18,7 @@ from typing import Any
 
 import kopf
 
+from secretferry import readiness as readiness_mod
 from secretferry import settings as settings_mod
 from secretferry.kube import client as kube_client
 from secretferry.kube import errors as kube_errors
@@ -35,6 +36,18 @@ log = logging.getLogger(__name__)
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     cfg: settings_mod.Settings = memo.settings
+    readiness = _readiness(memo)
+    if cfg.readiness_port and getattr(memo, "readiness_server", None) is None:
+        # first of all: the kubelet then reads "starting" (503), not a refused connection
+        try:
+            memo.readiness_server = await readiness_mod.serve(
+                readiness, host=cfg.listen_address, port=cfg.readiness_port
+            )
+        except OSError as exc:  # taken, or no such address: say so and stop, not retry forever
+            raise kopf.PermanentError(
+                f"the readiness endpoint cannot listen on {cfg.listen_address} port {cfg.readiness_port}:"
+                f" {exc.strerror or exc}"
+            ) from exc
     settings.posting.enabled = False  # our own Events, only on transitions
     settings.persistence.finalizer = "secretferry.io/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="secretferry.io")
@@ -80,6 +93,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
             lead(elector, start=controller.start, stop=lambda: _stop_controller(memo)), name="leader election"
         )
         log.info("secretferry waiting for leadership (Lease %s/%s)", cfg.namespace, cfg.peering)
+        readiness.leader_election, readiness.leading = True, lambda: elector.leading
     else:
         await controller.start()
         log.info(
@@ -87,6 +101,16 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
             ", ".join(cfg.watched_namespaces()) or "all",
             cfg.watch_namespace_selector or "none",
         )
+    readiness.caches_complete = controller.serving
+    readiness.started = True
+
+
+def _readiness(memo: kopf.Memo) -> readiness_mod.Readiness:
+    """The probe's state (runtime.main puts it into the memo; a test's memo may lack it)."""
+    found: readiness_mod.Readiness | None = getattr(memo, "readiness", None)
+    if found is None:
+        found = memo.readiness = readiness_mod.Readiness()
+    return found
 
 
 def instance_name(cfg: settings_mod.Settings, env: Mapping[str, str]) -> str:
@@ -206,6 +230,7 @@ def _in_cluster_login(memo: kopf.Memo, *, trust_env: bool) -> kopf.ConnectionInf
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    _readiness(memo).stopping = True  # NotReady at once: nothing counts on a replica that is going
     controller: controller_mod.Controller | None = getattr(memo, "controller", None)
     if controller is not None:
         await controller.close_receiver()
@@ -223,6 +248,10 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     kube: kube_client.Kube | None = getattr(memo, "kube", None)
     if kube is not None:
         await kube.close()
+    server: asyncio.Server | None = getattr(memo, "readiness_server", None)
+    if server is not None:
+        server.close()
+        await server.wait_closed()
 
 
 # Handlers are coroutines: kopf runs plain functions in a thread pool, where the controller's

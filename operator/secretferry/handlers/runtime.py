@@ -16,7 +16,7 @@ from prometheus_client import start_http_server
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
 
-from secretferry import controlchars, logfields, metrics
+from secretferry import controlchars, logfields, metrics, readiness
 from secretferry import settings as settings_mod
 from secretferry.handlers import leases as _lease_handlers  # noqa: F401 - registers the handlers
 from secretferry.handlers import operator as _handlers  # noqa: F401 - registers the handlers
@@ -165,6 +165,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         clusterwide=not namespaces,
         namespaces=namespaces,
         liveness_endpoint=liveness_endpoint(cfg),
-        memo=kopf.Memo(settings=cfg),
+        memo=kopf.Memo(settings=cfg, readiness=readiness.Readiness()),
     )
     return 0

@@ -296,6 +296,18 @@ class Controller:
     async def wait_ready(self) -> None:
         await self.target_intake.ready.wait()
 
+    def serving(self) -> bool:
+        """This replica leads and its caches are complete: the identities listed, every SecretSync
+        watch listed once, and the managed-object cache complete (the backlog then runs). What the
+        readiness probe reports as serving (secretferry/readiness.py)."""
+        watches = len(self.settings.watched_namespaces()) or 1
+        return (
+            self.leading.is_set()
+            and self.identity_intake.listed.is_set()
+            and len(self.sync_intake.listed_watches) >= watches
+            and self.target_intake.ready.is_set()
+        )
+
     async def stop(self) -> None:
         # Nothing new first (no identity checks, no passes), then what runs: once stop begins, this
         # replica may have lost its Lease, and every write from here on could race the new leader.

@@ -53,6 +53,8 @@ class SyncIntake:
         self._on_scopes_changed = on_scopes_changed
         self._served = served_namespaces or served.ServedNamespaces(None)
         self._initial_listed = False
+        self.listed_watches: set[str | None] = set()
+        """The namespaces (None: all) whose watch has listed once: the readiness probe's input."""
 
     async def watch(self, namespace: str | None, lists_may_start: asyncio.Event) -> None:
         path = customresources.collection_path(sync_report.PLURAL)
@@ -75,6 +77,7 @@ class SyncIntake:
                     log.info("listed %d SecretSyncs", len(self._syncs))
                 seen, deleted_uids = set(), set()
                 self._initial_listed = True
+                self.listed_watches.add(namespace)
                 continue
             meta = event.object.get("metadata", {})
             key: state.SyncKey = (meta.get("namespace", ""), meta.get("name", ""))

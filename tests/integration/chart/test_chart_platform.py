@@ -339,7 +339,13 @@ def test_network_policy_defaults(render: Render) -> None:
     }
     assert spec["policyTypes"] == ["Ingress", "Egress"]
     assert spec["ingress"] == [
-        {"ports": [{"port": 8080, "protocol": "TCP"}, {"port": 8081, "protocol": "TCP"}]}
+        {
+            "ports": [
+                {"port": 8080, "protocol": "TCP"},
+                {"port": 8081, "protocol": "TCP"},
+                {"port": 8082, "protocol": "TCP"},
+            ]
+        }
     ]
     api, dns, service = spec["egress"]
     # No addresses given: the ports alone limit the traffic, to any address.
@@ -373,12 +379,26 @@ def test_network_policy_with_addresses(render: Render) -> None:
 
 def test_network_policy_ingress_follows_the_ports(render: Render) -> None:
     spec = one(
-        render(set_values=["networkPolicy.enabled=true", "metrics.port=9090", "livenessPort=0"]),
+        render(
+            set_values=[
+                "networkPolicy.enabled=true",
+                "metrics.port=9090",
+                "livenessPort=0",
+                "readinessPort=0",
+            ]
+        ),
         "NetworkPolicy",
     )["spec"]
     assert spec["ingress"] == [{"ports": [{"port": 9090, "protocol": "TCP"}]}]
     closed = one(
-        render(set_values=["networkPolicy.enabled=true", "metrics.enabled=false", "livenessPort=0"]),
+        render(
+            set_values=[
+                "networkPolicy.enabled=true",
+                "metrics.enabled=false",
+                "livenessPort=0",
+                "readinessPort=0",
+            ]
+        ),
         "NetworkPolicy",
     )["spec"]
     assert not closed.get("ingress") and "Ingress" in closed["policyTypes"]  # nothing may connect

@@ -52,6 +52,38 @@ def test_deployment_is_restricted(render: Render) -> None:
     assert container["resources"]["requests"]
 
 
+def test_readiness_probe(render: Render) -> None:
+    """/readyz on its own port, probed often from the start (README, "Readiness and rolling
+    upgrades"); readinessPort=0 turns the endpoint and the probe off, the probe can go alone."""
+    docs = render()
+    container = operator_container(docs)
+    assert container["readinessProbe"] == {
+        "httpGet": {"path": "/readyz", "port": "readiness"},
+        "initialDelaySeconds": 0,
+        "periodSeconds": 2,
+        "timeoutSeconds": 2,
+        "failureThreshold": 3,
+    }
+    assert {"name": "readiness", "containerPort": 8082, "protocol": "TCP"} in container["ports"]
+    assert operator_env(docs)["SECRETFERRY_READINESS_PORT"] == "8082"
+
+    moved = render(set_values=["readinessPort=9092", "readinessProbe.periodSeconds=5"])
+    container = operator_container(moved)
+    assert container["readinessProbe"]["periodSeconds"] == 5
+    assert {"name": "readiness", "containerPort": 9092, "protocol": "TCP"} in container["ports"]
+    assert operator_env(moved)["SECRETFERRY_READINESS_PORT"] == "9092"
+
+    off = render(set_values=["readinessPort=0"])
+    container = operator_container(off)
+    assert "readinessProbe" not in container
+    assert not any(p["name"] == "readiness" for p in container["ports"])
+    assert operator_env(off)["SECRETFERRY_READINESS_PORT"] == "0"
+
+    probe_off = operator_container(render(set_values=["readinessProbe.enabled=false"]))
+    assert "readinessProbe" not in probe_off
+    assert {"name": "readiness", "containerPort": 8082, "protocol": "TCP"} in probe_off["ports"]
+
+
 def test_values_map_onto_settings(render: Render) -> None:
     env = operator_env(
         render(
@@ -103,7 +135,7 @@ def test_env_is_accepted_by_the_operator_settings(render: Render, monkeypatch: p
         monkeypatch.setenv(key, value if isinstance(value, str) else "secretferry-system")
     loaded = settings.load()
     assert loaded.peering == "ci-secretferry"
-    assert loaded.metrics_port == 8080 and loaded.liveness_port == 8081
+    assert loaded.metrics_port == 8080 and loaded.liveness_port == 8081 and loaded.readiness_port == 8082
 
 
 def test_metrics_disabled_sets_port_zero_and_drops_the_service(render: Render) -> None:

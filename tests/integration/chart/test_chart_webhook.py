@@ -20,7 +20,7 @@ def test_off_by_default(render: Render) -> None:
 
 def test_enabled_renders_service_key_mount_and_policy(render: Render) -> None:
     docs = render(set_values=[*ON, "networkPolicy.enabled=true"])
-    assert operator_env(docs)["SECRETFERRY_WEBHOOK_PORT"] == "8082"
+    assert operator_env(docs)["SECRETFERRY_WEBHOOK_PORT"] == "8083"
     service = named(docs, "Service", "ci-secretferry-webhook")
     assert service["spec"]["ports"][0]["targetPort"] == "webhook"
     container = operator_container(docs)
@@ -28,7 +28,7 @@ def test_enabled_renders_service_key_mount_and_policy(render: Render) -> None:
     assert mount["readOnly"] is True and mount["mountPath"] == "/etc/secretferry/webhook"
     policy = by_kind(docs, "NetworkPolicy")[0]
     ports = [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]]
-    assert 8082 in ports
+    assert 8083 in ports
     assert by_kind(docs, "Ingress") == []
     with_ingress = render(set_values=[*ON, "webhook.ingress.enabled=true", "webhook.ingress.host=h.example"])
     ingress = by_kind(with_ingress, "Ingress")[0]
@@ -64,9 +64,9 @@ def test_with_replicas_every_replica_is_behind_the_service_and_may_relay_to_the_
     assert operator_env(docs)["SECRETFERRY_PEERING"]
     policy = by_kind(docs, "NetworkPolicy")[0]["spec"]
     own = {"podSelector": {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}}
-    webhook_in = next(r for r in policy["ingress"] if [p["port"] for p in r["ports"]] == [8082])
+    webhook_in = next(r for r in policy["ingress"] if [p["port"] for p in r["ports"]] == [8083])
     assert webhook_in["from"] == [peer, own]
-    webhook_out = next(r for r in policy["egress"] if [p["port"] for p in r["ports"]] == [8082])
+    webhook_out = next(r for r in policy["egress"] if [p["port"] for p in r["ports"]] == [8083])
     assert webhook_out["to"] == [own]
     # no new permission for the relay: the operator cannot patch pods
     for role in by_kind(docs, "Role") + by_kind(docs, "ClusterRole"):
