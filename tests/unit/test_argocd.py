@@ -120,6 +120,18 @@ def test_every_reason_constant_is_classified() -> None:
     assert health_table.unclassified() == [], "place each in tests/unit/health_table.py"
 
 
+def test_every_reason_readme_lists_has_a_row() -> None:
+    """README's troubleshooting table is what users look up; each of its reasons is run below."""
+    section = (ROOT / "README.md").read_text().split("\n## Troubleshooting by status reason\n", 1)[1]
+    listed = set(re.findall(r"^\| `([A-Za-z]+)` \|", section.split("\n## ", 1)[0], flags=re.MULTILINE))
+    names = health_table.constants()
+    rows = {
+        names[n] for n in (*health_table.READY_REASONS, *health_table.ACTIVE_REASONS, *health_table.OTHER)
+    }
+    assert len(listed) > 50
+    assert sorted(listed - rows) == []
+
+
 def test_the_values_file_carries_exactly_the_scripts() -> None:
     cm = yaml.safe_load((DOCS / "argocd-cm-values.yaml").read_text())["configs"]["cm"]
     for kind in KINDS:

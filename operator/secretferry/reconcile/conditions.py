@@ -36,6 +36,7 @@ def set_condition(
     message: str,
     observed_generation: int | None,
     now: datetime,
+    stalled_override: bool | None = None,
 ) -> list[models_base.Condition]:
     """``conditions`` (as read) with one condition replaced, sorted by type; its transition time
     moves only on a change of ``status``.
@@ -44,7 +45,8 @@ def set_condition(
     what went wrong. Another condition that does not parse is dropped, not copied forward.
 
     Setting ``Ready`` also sets kstatus' ``Stalled`` (``stalled``): every kind gets it from the
-    one place every kind's Ready goes through.
+    one place every kind's Ready goes through. ``stalled_override`` overrides what the reason says, for a
+    reason that sums up others (a ClusterSecretSync's ``NamespacesFailed``).
     """
     result = _replace(
         conditions,
@@ -57,7 +59,7 @@ def set_condition(
     )
     if type_ != reasons.READY:
         return result
-    if stalled(status, reason):
+    if stalled_override if stalled_override is not None else stalled(status, reason):
         return _replace(
             [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in result],
             type_=reasons.STALLED,
