@@ -151,7 +151,7 @@ def _status_schema(status: type[BaseModel]) -> dict[str, Any]:
     applier) finds neither ``observedGeneration`` nor a ``Ready`` condition and calls a new object
     ``Current`` at once. The apiserver applies schema defaults on every read, status included, so a
     new object reads ``observedGeneration: 0`` against ``metadata.generation: 1``: ``InProgress``
-    until the operator has looked at it. Nothing is stored, and a spec diff never shows it.
+    until the operator has looked at it. It is status, so no spec diff (Argo CD, kubectl diff) shows it.
     """
     schema = structural(status.model_json_schema(by_alias=True, mode="validation"))
     observed = schema.get("properties", {}).get("observedGeneration")
