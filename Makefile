@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed-stamp
 DEVCLUSTER_DIR ?= .devcluster
 
 .PHONY: setup settings-doc control-plane lint typecheck imports test test-unit test-integration demo demo-down \
-        cluster-up cluster-down crds chart-crds bench bench-full clean node-deps postgres-deps image release
+        cluster-up cluster-down crds chart-crds bench bench-full clean node-deps postgres-deps image release \
+        argocd go-tools
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing secretferry with its dev tools"
@@ -67,6 +68,17 @@ settings-doc: setup
 
 chart-crds: crds
 	bash hack/sync-chart-crds.sh
+
+# docs/argocd/: Argo CD health checks, the refresh action and argo-cd chart values, from the CRDs,
+# hack/argocd/*.lua and reasons.py (tests/unit/test_argocd.py fails on drift).
+argocd: setup
+	$(BIN)/python hack/gen-argocd.py
+
+# The Go test tools, built once per content into ~/.cache/secretferry/go-tools/: hack/luacheck (Argo
+# CD's Lua interpreter for docs/argocd/) and hack/kstatus (cli-utils' kstatus). Tests build them too.
+go-tools:
+	@bash hack/build-go-tool.sh hack/luacheck
+	@bash hack/build-go-tool.sh hack/kstatus
 
 cluster-up: setup control-plane node-deps
 	@$(BIN)/python -m secretferry.devcluster up --dir $(DEVCLUSTER_DIR)

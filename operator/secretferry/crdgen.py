@@ -144,9 +144,26 @@ def _root_schema(spec: type[BaseModel], status: type[BaseModel], description: st
             # The apiserver refuses anything on metadata but its type (not even a description).
             "metadata": {"type": "object"},
             "spec": spec_schema,
-            "status": structural(status.model_json_schema(by_alias=True, mode="validation")),
+            "status": _status_schema(status),
         },
     }
+
+
+def _status_schema(status: type[BaseModel]) -> dict[str, Any]:
+    """The status schema, defaulted to ``{observedGeneration: 0}`` when the object has none.
+
+    Why: before the operator first writes status, kstatus (Flux's ``wait: true``, cli-utils'
+    applier) finds neither ``observedGeneration`` nor a ``Ready`` condition and calls a new object
+    ``Current`` at once. The apiserver applies schema defaults on every read, status included, so a
+    new object reads ``observedGeneration: 0`` against ``metadata.generation: 1``: ``InProgress``
+    until the operator has looked at it. It is status, so no spec diff (Argo CD, kubectl diff) shows it.
+    """
+    schema = structural(status.model_json_schema(by_alias=True, mode="validation"))
+    observed = schema.get("properties", {}).get("observedGeneration")
+    if observed is not None:
+        observed["default"] = 0
+        schema["default"] = {}
+    return schema
 
 
 def _ready_columns() -> list[dict[str, Any]]:

@@ -93,6 +93,15 @@ def test_the_apiserver_fills_in_the_refresh_interval_so_no_setting_could_change_
     assert "default_refresh_interval_seconds" not in settings_mod.Settings.model_fields
 
 
+def test_a_new_object_reads_as_not_yet_observed() -> None:
+    """kstatus calls an object without status Current; every kind's status defaults to
+    observedGeneration 0, below a new object's generation 1 (README, "GitOps")."""
+    for kind in BY_KIND:
+        status = schema(kind)["properties"]["status"]
+        assert status["default"] == {}, kind
+        assert status["properties"]["observedGeneration"]["default"] == 0, kind
+
+
 def nodes(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
     yield path, node
     for name, sub in node.get("properties", {}).items():
@@ -124,7 +133,10 @@ def test_structural(kind: str, path: str, node: dict[str, Any]) -> None:
     assert not forbidden & set(node)
     assert not ("properties" in node and "additionalProperties" in node)
     assert "x-kubernetes-preserve-unknown-fields" not in node or path == ".metadata"
-    if "default" in node:
+    if "default" in node and path == ".status":
+        # The one object default: {} so that observedGeneration's default applies (crdgen._status_schema).
+        assert node["default"] == {} and node["properties"]["observedGeneration"]["default"] == 0
+    elif "default" in node:
         assert isinstance(node["default"], str | bool | int | float)
         if "enum" in node:
             assert node["default"] in node["enum"]

@@ -20,6 +20,7 @@ README = ROOT / "README.md"
 # Constants of reasons.py that are not a Ready condition's reason.
 NOT_REASONS = {
     "READY",  # the condition type
+    "STALLED",  # kstatus' condition type, written beside Ready (conditions.set_condition)
     "STREAMING",  # status.updateMode and updateModeReason, documented below the table
     "POLLING",
     "INSTANT_UPDATES_DISABLED",

@@ -194,6 +194,7 @@ class ClusterReport:
                 message=message,
                 observed_generation=record.generation,
                 now=conditions.now(),
+                stalled_override=_namespaces_stalled(reason, summary),
             ),
             observed_generation=record.generation,
             selected_namespaces=len(record.namespaces),
@@ -241,3 +242,12 @@ class ClusterReport:
             log.info("ClusterSecretSync %s is Ready: %s", record.name, message)
         else:
             log.warning("ClusterSecretSync %s is not Ready (%s): %s", record.name, reason, message)
+
+
+def _namespaces_stalled(reason: str, summary: Summary) -> bool | None:
+    """``NamespacesFailed`` is kstatus' Stalled only if some namespace fails for a reason only a
+    change fixes: a service down in every namespace is retried, as it is for a SecretSync. Any other
+    reason (``InvalidSpec``) speaks for itself (None)."""
+    if reason != reasons.NAMESPACES_FAILED:
+        return None
+    return any(conditions.stalled("False", f.reason) for f in summary.failed)

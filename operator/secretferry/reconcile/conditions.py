@@ -17,6 +17,7 @@ import pydantic
 
 from secretferry import controlchars
 from secretferry.models import base as models_base
+from secretferry.reconcile import reasons
 
 Status = Literal["True", "False", "Unknown"]
 
@@ -35,13 +36,67 @@ def set_condition(
     message: str,
     observed_generation: int | None,
     now: datetime,
+    stalled_override: bool | None = None,
 ) -> list[models_base.Condition]:
     """``conditions`` (as read) with one condition replaced, sorted by type; its transition time
     moves only on a change of ``status``.
 
     A message longer than a Condition may hold is cut, not refused: the status must still say
     what went wrong. Another condition that does not parse is dropped, not copied forward.
+
+    Setting ``Ready`` also sets kstatus' ``Stalled`` (``stalled``): every kind gets it from the
+    one place every kind's Ready goes through. ``stalled_override`` overrides what the reason says, for a
+    reason that sums up others (a ClusterSecretSync's ``NamespacesFailed``).
     """
+    result = _replace(
+        conditions,
+        type_=type_,
+        status=status,
+        reason=reason,
+        message=message,
+        observed_generation=observed_generation,
+        now=now,
+    )
+    if type_ != reasons.READY:
+        return result
+    if stalled_override if stalled_override is not None else stalled(status, reason):
+        return _replace(
+            [c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in result],
+            type_=reasons.STALLED,
+            status="True",
+            reason=reason,
+            message=message,
+            observed_generation=observed_generation,
+            now=now,
+        )
+    return [c for c in result if c.type != reasons.STALLED]
+
+
+def stalled(status: Status, reason: str) -> bool:
+    """Whether a Ready of this status and reason means kstatus' ``Stalled=True``: the resource
+    fails and only a change (to it, the service, or another object's spec) can fix it.
+
+    kstatus reads ``Stalled=True`` as Failed and ``Ready=False`` alone as InProgress; Flux's
+    ``wait: true`` fails at once on the first and waits for its timeout on the second. So a reason
+    that clears by itself (a reference on its way, a service that is retried) is not Stalled.
+    """
+    return (
+        status == "False"
+        and reason not in reasons.WAITING_FOR_REFERENCE
+        and reason not in reasons.RETRIED_AT_SERVICE
+    )
+
+
+def _replace(
+    conditions: Sequence[Mapping[str, Any]],
+    *,
+    type_: str,
+    status: Status,
+    reason: str,
+    message: str,
+    observed_generation: int | None,
+    now: datetime,
+) -> list[models_base.Condition]:
     result: list[models_base.Condition] = []
     previous: Mapping[str, Any] | None = None
     for cond in conditions:

@@ -135,3 +135,33 @@ PROXY_UNREACHABLE: Final = "ProxyUnreachable"  # nothing answers at the proxy's 
 # Ready=False: the service's certificate does not verify against the system roots plus the
 # identity's spec.tls CAs (unknown CA, host name mismatch, expired). Nothing was sent; retried.
 TLS_VERIFY_FAILED: Final = "TLSVerifyFailed"
+
+# --- GitOps health: kstatus (Flux) and the Argo CD health checks (docs/argocd/) ---------------------
+# Condition type besides Ready, as kstatus defines it: True while Ready is False for a reason that
+# does not clear by itself (kstatus: Failed, so Flux's `wait: true` fails at once instead of at its
+# timeout). Written with Ready by conditions.set_condition; the reason and message are Ready's.
+STALLED: Final = "Stalled"
+# Ready=False (or Unknown) reasons that clear without a change to this resource, because another
+# object may still be on its way: created in the same apply (`kubectl apply -f dir/`, one Argo CD
+# or Flux sync), or being reconciled itself. Not Stalled (kstatus InProgress); Argo CD Progressing.
+WAITING_FOR_REFERENCE: Final = frozenset(
+    {
+        PROGRESSING,
+        IDENTITY_NOT_FOUND,
+        IDENTITY_NOT_READY,
+        CREDENTIALS_NOT_FOUND,
+        CREDENTIALS_NOT_OPTED_IN,
+        GENERATOR_NOT_FOUND,
+        GENERATOR_NOT_READY,
+        TEMPLATE_SOURCE_MISSING,
+        TARGET_NOT_FOUND,
+        PUSH_SOURCE_NOT_OPTED_IN,
+        PUSH_GENERATOR_NOT_READY,
+        GRANTER_NOT_FOUND,
+        GRANTER_NOT_READY,
+    }
+)
+# Ready=False reasons at the service that the operator retries with backoff and that usually pass:
+# not Stalled (kstatus InProgress, a `wait` waits for its timeout); Argo CD shows them Degraded all
+# the same, because its health is a dashboard nobody waits on, and an outage must show there.
+RETRIED_AT_SERVICE: Final = frozenset({SERVICE_UNAVAILABLE, RATE_LIMITED, LEASE_EXPIRED, PROXY_UNREACHABLE})

@@ -120,3 +120,33 @@ async def test_the_loop_coalesces_a_burst_into_one_patch() -> None:
     task.cancel()
     assert len([c for c in kube.calls if c[0] == "PATCH"]) == 1
     report.forget("shared")
+
+
+@pytest.mark.parametrize(
+    ("failure", "invalid", "stalled"),
+    [
+        ("TargetConflict", False, True),  # a namespace only a change fixes
+        (reasons.SERVICE_UNAVAILABLE, False, False),  # retried there: kstatus InProgress
+        (reasons.IDENTITY_NOT_FOUND, False, False),  # may still come
+        (None, True, True),  # InvalidSpec speaks for itself
+    ],
+)
+async def test_stalled_follows_the_failing_namespaces_reasons(
+    failure: str | None, invalid: bool, stalled: bool
+) -> None:
+    record, syncs = _world({"a": "True"} if failure is None else {"a": "True", "b": "False"})
+    if failure is not None:
+        syncs[state.cluster_key("b", "shared")].status = _entry("b", "False", failure).status
+    if invalid:
+        record.invalid = "spec.namespaces: bad"
+    kube = FakeKube()
+    report = cluster_report.ClusterReport(
+        kube=kube.port(), syncs=syncs, records={"shared": record}, instance="i"
+    )
+    await report.report(record)
+    status = next(c for c in kube.calls if c[0] == "PATCH")[2]["body"]["status"]
+    types = {c["type"]: c for c in status["conditions"]}
+    assert ("Stalled" in types) is stalled
+    if stalled:
+        assert types["Stalled"]["reason"] == types["Ready"]["reason"]
+    report.forget("shared")

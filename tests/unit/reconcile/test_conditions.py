@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import health_table
 import pytest
 
 from secretferry.models import base as models_base
-from secretferry.reconcile import conditions
+from secretferry.reconcile import conditions, reasons
 
 BEFORE = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
@@ -70,8 +71,9 @@ def test_the_transition_time_moves_only_when_the_status_changes(
 
 
 def test_the_condition_written_carries_what_was_asked() -> None:
-    (written,) = set_ready([ready("True", lastTransitionTime=BEFORE_TEXT)], "False", reason="Broken")
+    (written, stalled) = set_ready([ready("True", lastTransitionTime=BEFORE_TEXT)], "False", reason="Broken")
 
+    assert stalled == {**written, "type": "Stalled", "status": "True"}
     assert written == {
         "type": "Ready",
         "status": "False",
@@ -124,8 +126,9 @@ def test_another_condition_that_does_not_parse_is_dropped() -> None:
 
 
 def test_a_message_too_long_for_a_condition_is_cut_not_refused() -> None:
-    (written,) = set_ready([], "False", message="x" * (models_base.CONDITION_MESSAGE_MAX + 10))
+    (written, stalled) = set_ready([], "False", message="x" * (models_base.CONDITION_MESSAGE_MAX + 10))
     assert len(written["message"]) == models_base.CONDITION_MESSAGE_MAX
+    assert stalled["message"] == written["message"]
 
 
 def test_now_has_the_precision_kubernetes_keeps() -> None:
@@ -175,5 +178,44 @@ def test_a_transition_kept_from_another_zone_is_written_in_utc() -> None:
 
 def test_a_message_shows_control_characters_escaped() -> None:
     # A source path or key name from the tenant or the service, quoted in the message.
-    (written,) = set_ready([], "False", message="source path /a\nReady: True\u202e")
+    (written, stalled) = set_ready([], "False", message="source path /a\nReady: True\u202e")
     assert written["message"] == "source path /a\\nReady: True\\u202e"
+    assert stalled["message"] == written["message"]
+
+
+@pytest.mark.parametrize("name", sorted(health_table.READY_REASONS))
+def test_ready_false_is_stalled_exactly_when_only_a_change_fixes_it(name: str) -> None:
+    """kstatus' Stalled (Failed for Flux) for each reason, as tests/unit/health_table.py decides."""
+    row = health_table.READY_REASONS[name]
+    written = set_ready([], row.ready, reason=getattr(reasons, name), message="why")
+    stalled = conditions.find(written, "Stalled")
+    assert (stalled is not None) == row.stalled
+    if stalled is not None:
+        ready_ = conditions.find(written, "Ready")
+        assert ready_ is not None
+        assert stalled == {**ready_, "type": "Stalled", "status": "True"}
+
+
+def test_stalled_goes_when_ready_recovers_and_keeps_its_time_while_it_stays() -> None:
+    stalled = {**ready("True", reason="Forbidden", lastTransitionTime=BEFORE_TEXT), "type": "Stalled"}
+    previous = [ready("False", reason="Forbidden", lastTransitionTime=BEFORE_TEXT), stalled]
+    still = set_ready(previous, "False", reason="SourceNotFound")
+    found = conditions.find(still, "Stalled")
+    assert found is not None and found["reason"] == "SourceNotFound"
+    assert found["lastTransitionTime"] == "2024-01-01T00:00:00Z"
+    assert [c["type"] for c in set_ready(previous, "True", reason="Synced")] == ["Ready"]
+    assert [c["type"] for c in set_ready(previous, "False", reason="ServiceUnavailable")] == ["Ready"]
+
+
+def test_other_conditions_leave_stalled_alone() -> None:
+    stalled = {**ready("True", reason="PushConflict", lastTransitionTime=BEFORE_TEXT), "type": "Stalled"}
+    written = conditions.set_condition(
+        [ready("False", reason="PushConflict"), stalled],
+        type_="Conflict",
+        status="True",
+        reason="PushConflict",
+        message="m",
+        observed_generation=2,
+        now=NOW,
+    )
+    assert [c.type for c in written] == ["Conflict", "Ready", "Stalled"]

@@ -64,5 +64,6 @@ def test_a_first_failure_says_not_granted() -> None:
     assert report.reasons_of(refused) == {
         reasons.READY: reasons.PERMANENT_NOT_ALLOWED,
         reasons.ACTIVE: reasons.NOT_GRANTED,
+        reasons.STALLED: reasons.PERMANENT_NOT_ALLOWED,  # kstatus: Failed until the spec changes
     }
     assert "privilegeId" not in refused and "expiresAt" not in refused

@@ -1,0 +1,8 @@
+module secretferry.local/luacheck
+
+go 1.24.0
+
+require (
+	github.com/yuin/gopher-lua v1.1.1
+	layeh.com/gopher-json v0.0.0-20201124131017-552bb3c4c3bf
+)
