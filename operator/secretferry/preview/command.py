@@ -86,7 +86,7 @@ async def _live(request: Request, live: str) -> tuple[client.Kube, secretsync.Se
 
 def _refused(problem: problems.Problem) -> Refused:
     """As the Ready condition would hold it (escaped, cut to its limit): the operator's helper."""
-    (shown,) = conditions.set_condition(
+    written = conditions.set_condition(
         [],
         type_=reasons.READY,
         status="False",
@@ -95,4 +95,6 @@ def _refused(problem: problems.Problem) -> Refused:
         observed_generation=None,
         now=conditions.now(),
     )
+    # Ready, and Stalled beside it for a reason only a change fixes: Ready is what the user reads.
+    (shown,) = [c for c in written if c.type == reasons.READY]
     return Refused(shown.reason, shown.message)
