@@ -137,7 +137,8 @@ def _untouched(cp: ControlPlane, service: DevServer, namespace: str) -> None:
     for kind, name in (*syncs, ("machineidentity", "ferry")):
         obj = _get(cp, kind, name, namespace)
         # Only the CRD's status default (kstatus reads observedGeneration 0 as "not yet seen").
-        assert obj.get("status") == {"observedGeneration": 0}, f"{kind} {namespace}/{name}: {obj.get('status')}"
+        status = obj.get("status")
+        assert status == {"observedGeneration": 0}, f"{kind} {namespace}/{name}: {status}"
         assert not obj["metadata"].get("finalizers"), obj["metadata"]
         managers = {m["manager"] for m in obj["metadata"].get("managedFields") or []}
         assert managers == {"kubectl-client-side-apply"}, managers  # only its author's apply
