@@ -37,8 +37,14 @@ harness = operator_harness()
 PROJECT_ID: str = harness.PROJECT_ID
 HOURS = "3h"  # refresh interval far beyond any test: only the stream can explain the change
 # Env the Deployment sets that must not reach a local process: OperatorProcess picks free ports
-# (the chart's fixed 8080/8081 would collide between tests), and HOME/TMPDIR are the pod's /tmp.
-_LOCAL_ONLY = {"SECRETFERRY_METRICS_PORT", "SECRETFERRY_LIVENESS_PORT", "HOME", "TMPDIR"}
+# (the chart's fixed 8080/8081/8082 would collide between tests), and HOME/TMPDIR are the pod's /tmp.
+_LOCAL_ONLY = {
+    "SECRETFERRY_METRICS_PORT",
+    "SECRETFERRY_LIVENESS_PORT",
+    "SECRETFERRY_READINESS_PORT",  # each process its own (several run side by side here)
+    "HOME",
+    "TMPDIR",
+}
 # Test timing only; nothing here changes what the operator may do.
 _FAST = {
     "SECRETFERRY_LOG_LEVEL": "DEBUG",
