@@ -28,7 +28,7 @@ import harness
 import pytest
 import yaml
 
-from secretferry.devcluster.cluster import ControlPlane
+from secretferry.devcluster.cluster import ISSUER, ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
 from secretferry.devserver import pgcluster
 from secretferry.devserver.testing import DevServer, run_dev_server
@@ -57,7 +57,7 @@ REFUSED = {
 }
 
 
-def _complete(seed: dict[str, Any], pg: pgcluster.PgCluster) -> None:
+def _complete(seed: dict[str, Any], pg: pgcluster.PgCluster, cp: ControlPlane) -> None:
     """What the examples need beyond demo-seed.yaml (module docstring)."""
     shop = next(p for p in seed["projects"] if p["slug"] == "shop")
     keystore = base64.b64encode(b"\x30\x82fake-pkcs12-bytes").decode()
@@ -70,6 +70,17 @@ def _complete(seed: dict[str, Any], pg: pgcluster.PgCluster) -> None:
     for ident in seed["identities"]:
         if ident["name"] == "shop-shared-reader":  # the granter must be an admin of the project
             ident["projects"] = [{"project": "shop", "role": "admin"}]
+            # examples/oidc-auth.yaml logs in as this identity with OIDC auth, configured at the
+            # service as its comments say: this control plane's discovery, the demo audience and
+            # the one ServiceAccount as bound subject.
+            ident["oidcAuth"] = {
+                "oidcDiscoveryUrl": cp.server,
+                "caCert": cp.ca_pem,
+                "boundIssuer": ISSUER,
+                "boundAudiences": "secretferry-demo",
+                "boundSubject": "system:serviceaccount:demo:shop-oidc",
+                "accessTokenTTL": 3600,
+            }
     seed["identities"] += [
         {
             "id": GRANTEE_ID,
@@ -165,7 +176,7 @@ def service(
 ) -> Iterator[DevServer]:
     """The demo's seed, its Kubernetes-auth identities reviewing tokens at this control plane."""
     seed = yaml.safe_load(SEED.read_text())
-    _complete(seed, pg)
+    _complete(seed, pg, control_plane)
     for ident in seed["identities"]:
         if "kubernetesAuth" in ident:
             ident["kubernetesAuth"].update(
