@@ -126,6 +126,9 @@ bench-full: setup control-plane node-deps
 	$(BIN)/python bench/bench_devserver.py
 	$(BIN)/python bench/bench_ratelimit.py --sizes 1000,10000 --scopes 10,100
 	$(BIN)/python bench/bench_push.py --pushes 1000 --rest 30
+	$(BIN)/python bench/bench_cluster_secretsync.py --n 1000
+	$(BIN)/python bench/bench_webhook.py --n 1000
+	$(BIN)/python bench/bench_login.py --logins 200
 
 clean:
 	rm -rf $(VENV) $(DEVCLUSTER_DIR) .mypy_cache .ruff_cache .pytest_cache
