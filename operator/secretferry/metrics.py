@@ -69,8 +69,16 @@ WEBHOOK_REQUESTS = Counter(
     "secretferry_webhook_requests_total",
     "Requests to the webhook receiver by result (accepted, unsigned, forged, replayed, too_large, "
     "rate_limited, malformed, ignored, no_key; at a standby: relayed, relay_failed, no_leader); only"
-    " accepted ones can nudge a scope.",
+    " accepted ones can nudge a scope. rate_limited: refused 429 without an HMAC (over the source's"
+    " rate and over the shared budget, or over rate with a body above 4 KiB).",
     ["result"],
+)
+WEBHOOK_OVER_RATE_VERIFIED = Counter(
+    "secretferry_webhook_over_rate_verified_total",
+    "Requests over their source's rate whose signature was still checked from the shared budget"
+    " (webhook_over_rate_verify_per_second); each is also counted in secretferry_webhook_requests_total"
+    " by its result, so a flood from one address shows as forged there and a genuine webhook in it as"
+    " accepted.",
 )
 WEBHOOK_NUDGES = Counter(
     "secretferry_webhook_scope_nudges_total",

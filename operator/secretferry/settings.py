@@ -391,12 +391,41 @@ class Settings(BaseSettings):
         20.0,
         gt=0,
         description="Requests per second each source address may send to the webhook receiver (token"
-        " bucket); more are refused (429) before any signature is computed.",
+        " bucket; the source is the TCP peer, or the client a trusted proxy names:"
+        " `webhook_trusted_proxies`); more are refused (429) before any signature is computed, except"
+        " small ones within `webhook_over_rate_verify_per_second`.",
     )
     webhook_burst: float = Field(
         100.0,
         ge=1,
         description="Bucket size of the per-source rate limit: requests a source may send at once.",
+    )
+    webhook_over_rate_verify_per_second: float = Field(
+        5000.0,
+        ge=0,
+        description="Requests per second, shared by all sources, whose signature is still checked once"
+        " their source is over `webhook_rate_per_second` (bodies up to 4 KiB; larger ones are refused"
+        " 429 without an HMAC). So a forged flood from the service's own address (an Ingress, a NAT)"
+        " cannot starve its genuine webhooks: they are accepted while the forgeries are refused 401."
+        " An HMAC over such a body costs ~5-9 µs, so the default caps this at ~5% of one core. 0: off"
+        " (every request over rate is refused 429).",
+    )
+    webhook_trusted_proxies: str = Field(
+        "",
+        description="Comma-separated CIDRs or addresses of the proxies in front of the webhook receiver"
+        " (your ingress controller's pods, a load balancer that appends X-Forwarded-For). Only a request"
+        " whose TCP peer is in this list has its client address read from"
+        " `webhook_client_address_header` (the right-most entry that is not itself a trusted proxy, as"
+        " nginx's real_ip_recursive), for the per-source rate limit; otherwise the peer counts. Empty"
+        " (the default): the peer always counts and the header is ignored. List them as narrowly as"
+        " you can: any host in the list can name the bucket it is counted in.",
+    )
+    webhook_client_address_header: str = Field(
+        "X-Forwarded-For",
+        pattern="^(X-Forwarded-For|Forwarded)$",
+        description="Header a trusted proxy names the client in: `X-Forwarded-For` (ingress-nginx,"
+        " Traefik, Envoy, HAProxy's forwardfor) or RFC 7239 `Forwarded` (its `for=`). Only this one is"
+        " read: a proxy that sets one passes a client's own copy of the other through unchanged.",
     )
 
     @model_validator(mode="after")
@@ -439,7 +468,8 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _listen_address_is_an_ip(self) -> Self:
         """A host name would be resolved by each server on its own, maybe to different addresses:
-        an IP literal binds both endpoints to the same one, and a typo stops start-up."""
+        an IP literal binds both endpoints to the same one, and a typo stops start-up (the same for
+        a trusted proxy's CIDR: a typo there would silently trust nothing, or the wrong hosts)."""
         try:
             ipaddress.ip_address(self.listen_address)
         except ValueError:
@@ -451,6 +481,11 @@ class Settings(BaseSettings):
                 ipaddress.ip_address(self.pod_ip)
             except ValueError:
                 raise ValueError(f"pod_ip {self.pod_ip!r} is not an IP address") from None
+        for item in filter(None, (i.strip() for i in self.webhook_trusted_proxies.split(","))):
+            try:  # parsed the same way by reconcile.webhook_sources.parse_networks
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"webhook_trusted_proxies: {item!r} is not a CIDR or IP address") from None
         return self
 
     @model_validator(mode="after")

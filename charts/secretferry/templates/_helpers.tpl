@@ -294,6 +294,12 @@ an extraEnv entry that repeats one of these names).
   value: {{ .Values.webhook.ratePerSecond | quote }}
 - name: SECRETFERRY_WEBHOOK_BURST
   value: {{ .Values.webhook.burst | quote }}
+- name: SECRETFERRY_WEBHOOK_OVER_RATE_VERIFY_PER_SECOND
+  value: {{ .Values.webhook.overRateVerifyPerSecond | quote }}
+- name: SECRETFERRY_WEBHOOK_TRUSTED_PROXIES
+  value: {{ join "," .Values.webhook.trustedProxies | quote }}
+- name: SECRETFERRY_WEBHOOK_CLIENT_ADDRESS_HEADER
+  value: {{ .Values.webhook.clientAddressHeader | quote }}
 - name: SECRETFERRY_LIVENESS_PORT
   value: {{ .Values.livenessPort | quote }}
 - name: SECRETFERRY_READINESS_PORT

@@ -16,6 +16,10 @@ The controller and its collaborators, one job each::
                      served scopes they name, as a stream event does (off unless webhook_port)
     webhook_relay    a standby's receiver relays a verified webhook to the leader (its address
                      from the Lease), so a webhook that lands on a standby is not lost
+    webhook_sources  the client address a webhook's rate-limit bucket is keyed by: the peer, or the
+                     client a trusted proxy names in X-Forwarded-For / Forwarded
+    webhook_admission  a bucket per source, then a shared budget that still verifies small requests,
+                     so a forged flood from the service's own address cannot starve its webhooks
     recovery         a service host answers again: what waited for it retries now
     resync           the periodic resync of due scopes, and the gauges
     tasks            the background tasks, so that stop cancels every one

@@ -12,7 +12,10 @@ port, so the body is untrusted input):
 - nothing unless its ``x-infisical-signature`` verifies with a key read from the mounted Secret
   (constant-time compare, ``service.webhook_signature``) and its timestamp is inside the replay
   window; a body over ``webhook_max_body_bytes`` is refused before it is read whole; each source
-  address has a token bucket (``webhook_rate_per_second``/``webhook_burst``);
+  address has a token bucket (``webhook_rate_per_second``/``webhook_burst``), and past it a small
+  request is still verified from one shared budget, so a flood from the service's own address cannot
+  starve its webhooks (``webhook_admission``); the source is the TCP peer, or the client a trusted
+  proxy names (``webhook_sources``);
 - a verified body only chooses *which* served scopes to re-list: (workspaceId, environment,
   secretPath) is matched against the scopes our SecretSyncs bind (exact path, or below a recursive
   scope's path); no field of it is written, logged as a value, or used to reach anything;
@@ -38,7 +41,7 @@ from dataclasses import dataclass
 
 from secretferry import metrics
 from secretferry import settings as settings_mod
-from secretferry.reconcile import state, tasks, webhook_relay
+from secretferry.reconcile import state, tasks, webhook_admission, webhook_relay, webhook_sources
 from secretferry.service import scopes as scope_mod
 from secretferry.service import streams as streams_mod
 from secretferry.service import webhook_signature as sig
@@ -49,29 +52,6 @@ log = logging.getLogger(__name__)
 _MAX_HEAD_BYTES = 8192
 # A client that does not finish its request in this time is dropped (slowloris).
 _READ_TIMEOUT_SECONDS = 5.0
-# Source addresses remembered by the rate limiter; the oldest is forgotten beyond this (bounded
-# memory under a flood from many addresses).
-_MAX_SOURCES = 10_000
-
-
-class RateLimiter:
-    """A token bucket per source address."""
-
-    def __init__(self, *, rate: float, burst: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._rate = rate
-        self._burst = burst
-        self._clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}
-
-    def allow(self, source: str) -> bool:
-        now = self._clock()
-        tokens, last = self._buckets.pop(source, (self._burst, now))
-        tokens = min(self._burst, tokens + (now - last) * self._rate)
-        allowed = tokens >= 1.0
-        self._buckets[source] = (tokens - 1.0 if allowed else tokens, now)  # re-inserted: newest
-        if len(self._buckets) > _MAX_SOURCES:
-            del self._buckets[next(iter(self._buckets))]
-        return allowed
 
 
 def matching(scopes: Iterable[scope_mod.Scope], change: sig.Change) -> set[scope_mod.Scope]:
@@ -160,9 +140,14 @@ class Receiver:
         self._leader = leader
         self._scopes = scopes
         self._keys = KeyFile(settings.webhook_signing_key_file)
-        self._limiter = RateLimiter(
-            rate=settings.webhook_rate_per_second, burst=settings.webhook_burst, clock=clock
+        self._admission = webhook_admission.Admission(
+            rate=settings.webhook_rate_per_second,
+            burst=settings.webhook_burst,
+            over_rate_per_second=settings.webhook_over_rate_verify_per_second,
+            clock=clock,
         )
+        self._trusted = webhook_sources.parse_networks(settings.webhook_trusted_proxies)
+        self._client_header = settings.webhook_client_address_header.lower()
         self._nudger = Nudger(
             on_resync=on_resync, debounce_seconds=settings.event_debounce_seconds, background=background
         )
@@ -203,10 +188,13 @@ class Receiver:
 
     def _verify(self, source: str, header: str | None, body: bytes | None) -> tuple[int, str] | sig.Change:
         """The change a request proves, or its refusal (already counted)."""
-        if not self._limiter.allow(source):
+        admit = self._admission.admit(source, None if body is None else len(body))
+        if admit is webhook_admission.Admit.REFUSE:
             return self._count(429, sig.RATE_LIMITED)
         if body is None:
             return self._count(413, sig.TOO_LARGE)
+        if admit is webhook_admission.Admit.VERIFY_OVER_RATE:
+            metrics.WEBHOOK_OVER_RATE_VERIFIED.inc()
         result, change = sig.verify(
             header,
             body,
@@ -235,13 +223,15 @@ class Receiver:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        source = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        peer_address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
         try:
-            request = await asyncio.wait_for(self._request(source, reader), _READ_TIMEOUT_SECONDS)
+            request = await asyncio.wait_for(self._request(peer_address, reader), _READ_TIMEOUT_SECONDS)
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError):
             request = self._count(400, sig.MALFORMED)
         if isinstance(request, _Read):  # answered outside the read timeout: a relay has its own
-            status, result = await self.answer(source, request.header, request.body, relayed=request.relayed)
+            status, result = await self.answer(
+                request.source, request.header, request.body, relayed=request.relayed
+            )
         else:
             status, result = request
         text = f'{{"result":"{result}"}}'
@@ -256,32 +246,41 @@ class Receiver:
         except OSError:
             pass
 
-    async def _request(self, source: str, reader: asyncio.StreamReader) -> _Read | tuple[int, str]:
-        """The request read, or the answer to a request that cannot be one of ours (counted)."""
+    async def _request(self, peer: str, reader: asyncio.StreamReader) -> _Read | tuple[int, str]:
+        """The request read, or the answer to a request that cannot be one of ours (counted).
+
+        Its source is the TCP ``peer``, or the client a trusted proxy names (``webhook_sources``)."""
         head = await reader.readuntil(b"\r\n\r\n")
         if len(head) > _MAX_HEAD_BYTES:
             raise ValueError("head too large")
         lines = head.decode("latin-1").split("\r\n")
         method = lines[0].split(" ", 1)[0]
         headers: dict[str, str] = {}
+        forwarded: list[str] = []  # every line of the forwarding header, in order: one list
         for line in lines[1:]:
             name, sep, value = line.partition(":")
             if sep:
                 headers[name.strip().lower()] = value.strip()
+                if name.strip().lower() == self._client_header:
+                    forwarded.append(value.strip())
         if method != "POST":
             return self._count(405, sig.MALFORMED)
         length = int(headers.get("content-length", "-1"))
         if length < 0:
             return self._count(411, sig.MALFORMED)
         relayed = webhook_relay.RELAYED_HEADER in headers
+        source = webhook_sources.client_address(
+            peer, forwarded, trusted=self._trusted, header=self._settings.webhook_client_address_header
+        )
         if length > self._settings.webhook_max_body_bytes:
-            return _Read(header=headers.get(sig.HEADER), body=None, relayed=relayed)
+            return _Read(source=source, header=headers.get(sig.HEADER), body=None, relayed=relayed)
         body = await reader.readexactly(length)
-        return _Read(header=headers.get(sig.HEADER), body=body, relayed=relayed)
+        return _Read(source=source, header=headers.get(sig.HEADER), body=body, relayed=relayed)
 
 
 @dataclass(frozen=True)
 class _Read:
+    source: str  # the bucket's key: the peer, or the client a trusted proxy names
     header: str | None
     body: bytes | None  # None: over the cap, not read
     relayed: bool

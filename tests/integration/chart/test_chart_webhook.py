@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from chart_helpers import Helm, Render, assert_refused, by_kind, named, operator_container, operator_env
 
 ON = ["webhook.enabled=true", "webhook.signingKeySecret=wh-key"]
@@ -73,3 +74,32 @@ def test_with_replicas_every_replica_is_behind_the_service_and_may_relay_to_the_
         for rule in role.get("rules") or []:
             if "pods" in rule.get("resources", []):
                 assert not {"patch", "update"} & set(rule["verbs"]), role["metadata"]["name"]
+
+
+def test_trusted_proxies_and_the_over_rate_budget_reach_the_operator(
+    render: Render, helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off by default (the peer counts, every header ignored); a list renders as the comma-separated
+    setting the operator loads; a header other than the two it reads is refused by the schema."""
+    from secretferry import settings
+
+    env = operator_env(render(set_values=ON))
+    assert env["SECRETFERRY_WEBHOOK_TRUSTED_PROXIES"] == ""
+    assert env["SECRETFERRY_WEBHOOK_OVER_RATE_VERIFY_PER_SECOND"] == "5000"
+    docs = render(
+        set_values=[
+            *ON,
+            "webhook.trustedProxies={10.42.0.0/16,fd00:42::/64}",
+            "webhook.clientAddressHeader=Forwarded",
+            "webhook.overRateVerifyPerSecond=0",
+        ]
+    )
+    for key, value in operator_env(docs).items():
+        if key.startswith("SECRETFERRY_") and isinstance(value, str):
+            monkeypatch.setenv(key, value)
+    loaded = settings.load()
+    assert loaded.webhook_trusted_proxies == "10.42.0.0/16,fd00:42::/64"
+    assert loaded.webhook_client_address_header == "Forwarded"
+    assert loaded.webhook_over_rate_verify_per_second == 0
+    assert_refused(helm, [*ON, "webhook.clientAddressHeader=X-Real-IP"], "clientAddressHeader")
+    assert_refused(helm, [*ON, "webhook.trustedProxies={ingress.example.com}"], "trustedProxies")

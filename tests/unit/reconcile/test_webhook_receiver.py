@@ -64,15 +64,6 @@ def test_scope_matching_exact_and_recursive(path: str, env: str, project: str, e
     assert {name for name, s in served.items() if s in hit} == expected
 
 
-def test_rate_limit_per_source_refills_with_time() -> None:
-    now = [0.0]
-    limiter = webhooks.RateLimiter(rate=2, burst=3, clock=lambda: now[0])
-    assert [limiter.allow("a") for _ in range(4)] == [True, True, True, False]
-    assert limiter.allow("b")  # another source has its own bucket
-    now[0] = 0.5
-    assert limiter.allow("a") and not limiter.allow("a")
-
-
 class _Harness:
     def __init__(self, tmp_path: pathlib.Path, **overrides: object) -> None:
         keyfile = tmp_path / "key"
@@ -82,6 +73,7 @@ class _Harness:
         self.scope = _scope("/app")
         self.index.bind(("ns", "app"), [self.scope], instant=True, refresh_seconds=300, now=0)
         self.nudges: list[set[scopes.Scope]] = []
+        self.now = 0.0  # the rate limits' clock
         self.receiver = webhooks.Receiver(
             settings=self.cfg,
             scopes=self.index,
@@ -90,6 +82,7 @@ class _Harness:
             wall_clock_ms=lambda: NOW,
             leading=lambda: self.leading,
             leader=lambda: self.leader,
+            clock=lambda: self.now,
         )
         self.leading = True
         self.leader: webhook_relay.Address | None = None
@@ -259,3 +252,103 @@ def test_the_advertised_address_round_trips() -> None:
         text = webhook_relay.advertised(ip, 8082)
         assert webhook_relay.parse(text) == webhook_relay.Address(ip, 8082)
     assert webhook_relay.advertised("", 8082) is None
+
+
+async def test_a_forged_flood_from_the_services_own_address_does_not_starve_its_webhook(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Default limits (20/s, burst 100; budget 5,000/s): 20,000 forgeries in one second from the
+    address the service's webhooks come from (beyond what the receiver can read on the development
+    machine, ~3,000/s); its genuine webhook a quarter of the way in is still accepted."""
+    h = _Harness(tmp_path)
+    body = _body()
+    forged, genuine = sig.header_value(body, "guess", NOW), sig.header_value(body, KEY, NOW)
+    over_before, limited_before = _over_rate(), _count(sig.RATE_LIMITED)
+    answers: dict[tuple[int, str], int] = {}
+    for i in range(20_000):
+        h.now = i / 20_000
+        answer = h.receiver.handle("10.0.0.1", forged, body)
+        answers[answer] = answers.get(answer, 0) + 1
+        if i == 5_000:
+            assert h.receiver.handle("10.0.0.1", genuine, body) == (202, sig.OK)
+    await asyncio.sleep(0)
+    assert h.nudges == [{h.scope}]
+    # the bucket's 100 + 20, then the shared budget (5,000 burst, refilled at 5,000/s): the rest 429
+    # (a flood faster than the budget refuses a genuine webhook with the budget's share: README)
+    assert 9_000 < answers[(401, sig.FORGED)] < 11_000 and answers[(429, sig.RATE_LIMITED)] > 9_000
+    assert abs(_over_rate() - over_before - (answers[(401, sig.FORGED)] + 1 - 120)) <= 2
+    assert _count(sig.RATE_LIMITED) - limited_before == answers[(429, sig.RATE_LIMITED)]
+
+
+async def test_with_the_budget_off_the_flood_starves_it_as_before(tmp_path: pathlib.Path) -> None:
+    h = _Harness(tmp_path, webhook_over_rate_verify_per_second=0)
+    body = _body()
+    for _ in range(100):
+        h.receiver.handle("10.0.0.1", sig.header_value(body, "guess", NOW), body)
+    assert h.receiver.handle("10.0.0.1", sig.header_value(body, KEY, NOW), body) == (429, sig.RATE_LIMITED)
+
+
+def _over_rate() -> float:
+    return metrics.WEBHOOK_OVER_RATE_VERIFIED._value.get()
+
+
+async def _post_from_proxy(port: int, body: bytes, header: str, forwarded: list[tuple[str, str]]) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    extra = "".join(f"{name}: {value}\r\n" for name, value in forwarded)
+    writer.write(
+        f"POST /webhook HTTP/1.1\r\nHost: x\r\n{sig.HEADER}: {header}\r\n{extra}"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    return answer.split(b"\r\n", 1)[0]
+
+
+async def test_behind_a_trusted_proxy_each_client_has_its_own_bucket(tmp_path: pathlib.Path) -> None:
+    """Over a socket from 127.0.0.1 (the "ingress"), one request a bucket, no spare budget: the
+    attacker's flood empties its own bucket, not the service's, and its spoofed entries are ignored."""
+    h = _Harness(
+        tmp_path,
+        webhook_trusted_proxies="127.0.0.0/8",
+        webhook_rate_per_second=0.001,
+        webhook_burst=1,
+        webhook_over_rate_verify_per_second=0,
+    )
+    server = await asyncio.start_server(h.receiver._connection, host="127.0.0.1", port=0)
+    port = server.sockets[0].getsockname()[1]
+    body = _body()
+    forged, genuine = sig.header_value(body, "guess", NOW), sig.header_value(body, KEY, NOW)
+    xff = "X-Forwarded-For"
+    async with server:
+        assert (
+            await _post_from_proxy(port, body, forged, [(xff, "203.0.113.66")])
+            == b"HTTP/1.1 401 Unauthorized"
+        )
+        # spoofing the service's address: the ingress appends the attacker's, the walk stops there
+        spoof = [(xff, "198.51.100.7"), (xff, "203.0.113.66")]
+        assert await _post_from_proxy(port, body, forged, spoof) == b"HTTP/1.1 429 Too Many Requests"
+        assert (
+            await _post_from_proxy(port, body, genuine, [(xff, "198.51.100.7")]) == b"HTTP/1.1 202 Accepted"
+        )
+        # Forwarded named instead: an X-Forwarded-For is not read, the proxy's own bucket counts
+    h2 = _Harness(
+        tmp_path,
+        webhook_trusted_proxies="127.0.0.0/8",
+        webhook_client_address_header="Forwarded",
+        webhook_rate_per_second=0.001,
+        webhook_burst=1,
+        webhook_over_rate_verify_per_second=0,
+    )
+    async with await asyncio.start_server(h2.receiver._connection, host="127.0.0.1", port=0) as server2:
+        port = server2.sockets[0].getsockname()[1]
+        assert (
+            await _post_from_proxy(port, body, forged, [(xff, "203.0.113.1")]) == b"HTTP/1.1 401 Unauthorized"
+        )
+        assert (
+            await _post_from_proxy(port, body, forged, [(xff, "203.0.113.2")])
+            == b"HTTP/1.1 429 Too Many Requests"
+        )
+        fwd = [("Forwarded", "for=198.51.100.7;proto=https")]
+        assert await _post_from_proxy(port, body, genuine, fwd) == b"HTTP/1.1 202 Accepted"
