@@ -267,3 +267,96 @@ def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
     finally:
         op.stop()
     harness.assert_no_values_leaked(control_plane, op)
+
+
+def test_a_forged_flood_from_the_services_own_address_does_not_starve_its_webhook(
+    control_plane: ControlPlane,
+    crds: None,
+    no_events_service: DevServer,
+    namespace: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The default limits this time (20/s, burst 100 per source): the flood comes from 127.0.0.1,
+    the address the dev server's webhooks come from too (as every request does behind an Ingress),
+    so it empties the bucket they share. The real change written in the middle still arrives by
+    its webhook: past the bucket, small requests are verified from the shared budget
+    (reconcile/webhook_admission.py), so the genuine one is accepted among the forged ones."""
+    keyfile: Path = tmp_path_factory.mktemp("webhook-key-same-source") / "signing-key"
+    keyfile.write_text(KEY + "\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/webhook"
+    op = harness.start_operator(
+        control_plane,
+        no_events_service,
+        tmp_path_factory.mktemp("op-webhook-same-source") / "operator.log",
+        SECRETFERRY_WEBHOOK_PORT=str(port),
+        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+    )
+    try:
+        path = f"/{namespace}-same-source"
+        no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "same-source-1")
+        harness.kubernetes_identity(control_plane, namespace)
+        harness.secret_sync(control_plane, namespace, "app", sources=[source(path)], refreshInterval=HOURS)
+        eventually(
+            lambda: secret_data(control_plane, namespace, "app") == {"K": "same-source-1"}, what="first sync"
+        )
+        _register(no_events_service, url=url, path=path)
+        time.sleep(1.0)
+        lists_before = no_events_service.stats()["listSecrets"]
+        over_rate_before = _over_rate(op.metrics())
+
+        answered_at: list[float] = []
+
+        def forged(i: int) -> int:
+            now_ms = time.time_ns() // 1_000_000
+            body = json.dumps(
+                {
+                    "event": "secrets.modified",
+                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
+                    "timestamp": now_ms,
+                },
+                separators=(",", ":"),
+            ).encode()
+            status = _post(url, body, sig.header_value(body, f"guess-{i}", now_ms))
+            answered_at.append(time.monotonic())
+            return status
+
+        total = 6_000
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            first = list(pool.map(forged, range(total // 3)))  # the bucket (100) is long empty now
+            lists_mid = no_events_service.stats()["listSecrets"]
+            change_at = time.monotonic()
+            no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "same-source-2")
+            second_future = pool.map(forged, range(total // 3, total))
+            while secret_data(control_plane, namespace, "app") != {"K": "same-source-2"}:
+                assert time.monotonic() - change_at < 10, "the genuine webhook was starved by the flood"
+                time.sleep(0.01)
+            arrived_at = time.monotonic()
+            latency = arrived_at - change_at
+            second = list(second_future)
+        flood_seconds = time.monotonic() - started
+        time.sleep(1.0)
+        lists_after = no_events_service.stats()["listSecrets"]
+        metrics = op.metrics()
+        answers = {status: (first + second).count(status) for status in set(first + second)}
+        print(
+            f"same-source flood: {total} forged from the webhooks' own address in {flood_seconds:.1f} s,"
+            f" answers {answers};"
+            f" verified past the bucket {_over_rate(metrics) - over_rate_before:.0f}; lists before the"
+            f" change {lists_mid - lists_before}; real change during the flood: {latency * 1000:.0f} ms"
+        )
+        assert max(answered_at) > arrived_at, "the flood ended before the change arrived: proves nothing"
+        assert lists_mid == lists_before  # the forgeries caused no list
+        assert lists_after - lists_mid <= 2  # the real change's own
+        # the flood did empty the bucket: all but its 100 and its refill (20/s) were over rate
+        assert _over_rate(metrics) - over_rate_before >= total - 100 - 20 * flood_seconds - 1
+        assert set(first) | set(second) <= {401, 429}
+    finally:
+        op.stop()
+    harness.assert_no_values_leaked(control_plane, op)
+
+
+def _over_rate(text: str) -> float:
+    prefix = "secretferry_webhook_over_rate_verified_total "
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
