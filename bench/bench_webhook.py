@@ -10,11 +10,17 @@ a subfolder (``/hooks/sNN/deep``), even ones are exact. Three phases on the same
    project webhook (``POST /api/v1/webhooks``, ``secretPath: /hooks/**``, the signing key the
    operator mounts) is registered at the dev server, which signs and POSTs it on every change as the
    real server does. ``--changes`` changes, one at a time, each to a random scope.
-2. **forged flood**: ``--flood`` (10,000) requests to the receiver signed with guessed keys (the
-   rate limit raised, so every one is HMAC-checked: the expensive case), with one real change
-   written in the middle. Reported: lists the forgeries caused (the dev server's list counter from
-   the flood's start to the real change, and after it minus what the real change costs), the
-   operator's RSS before and after, the real change's latency.
+2. **forged flood**: ``--flood`` (10,000) requests to the receiver signed with guessed keys, with
+   one real change written in the middle. ``--flood-limits raised`` (the default): the per-source
+   rate limit raised, so every one is HMAC-checked (the expensive case). ``--flood-limits default``:
+   the chart's limits (20/s, burst 100 per source), so the flood, sent from 127.0.0.1 like the dev
+   server's webhooks, empties the bucket they share, as a flood through the same Ingress would;
+   ``--over-rate-verify N`` sets ``SECRETFERRY_WEBHOOK_OVER_RATE_VERIFY_PER_SECOND`` (0: the
+   behaviour before the shared budget, every request over rate refused 429). Reported: lists the
+   forgeries caused (the dev server's list counter from the flood's start to the real change, and
+   after it minus what the real change costs), the answers, the operator's RSS before and after and
+   its CPU during the flood, the real change's latency and how the dev server's webhook for it was
+   answered (its ``lastStatus``/``lastError``).
 3. **polling**: the webhook deleted, every SecretSync patched to ``refreshInterval: --poll-interval``
    (5s); ``--poll-changes`` changes.
 
@@ -212,6 +218,7 @@ async def flood(
     env.service.reset_stats()
     rss_before = proc_status_kib(pid, "VmRSS")
     m0 = safe_metrics(op)
+    cpu0 = cpu_seconds(pid)
     statuses: dict[int, int] = {}
     sent = 0
     half = asyncio.Event()
@@ -234,7 +241,9 @@ async def flood(
                         statuses[resp.status] = statuses.get(resp.status, 0) + 1
                 except aiohttp.ClientError:
                     statuses[0] = statuses.get(0, 0) + 1
+            ended.append((time.monotonic(), cpu_seconds(pid)))  # the flood's end: its last sender's
 
+        ended: list[tuple[float, float]] = []
         started = time.monotonic()
         senders = [asyncio.create_task(sender()) for _ in range(args.flood_concurrency)]
         await half.wait()
@@ -243,7 +252,11 @@ async def flood(
             env, watcher, by_scope, f"flood-{rng.getrandbits(32):08x}", limit_s=args.change_timeout, rng=rng
         )
         await asyncio.gather(*senders)
-        seconds = time.monotonic() - started
+        # the flood alone: a change that never arrives is waited for past its end
+        flood_end, cpu_end = max(ended)
+        seconds = flood_end - started
+    cpu_s = cpu_end - cpu0
+    cpu_pct = 100 * cpu_s / max(seconds, 1e-9)
     rss_after = proc_status_kib(pid, "VmRSS")
     await asyncio.sleep(1.0)
     lists_total = env.service.stats()["listSecrets"]
@@ -256,6 +269,15 @@ async def flood(
         "lists_total": lists_total,
         "forged_counted": metric(m1, "secretferry_webhook_requests_total", 'result="forged"')
         - metric(m0, "secretferry_webhook_requests_total", 'result="forged"'),
+        "rate_limited": metric(m1, "secretferry_webhook_requests_total", 'result="rate_limited"')
+        - metric(m0, "secretferry_webhook_requests_total", 'result="rate_limited"'),
+        "accepted": metric(m1, "secretferry_webhook_requests_total", 'result="accepted"')
+        - metric(m0, "secretferry_webhook_requests_total", 'result="accepted"'),
+        "over_rate_verified": metric(m1, "secretferry_webhook_over_rate_verified_total")
+        - metric(m0, "secretferry_webhook_over_rate_verified_total"),
+        "cpu_pct": cpu_pct,
+        "cpu_us_per_request": 1e6 * cpu_s / max(1, sent),
+        "hook_status": webhook_status(env),
         "rss_before_kib": rss_before,
         "rss_after_kib": rss_after,
         "peak_rss_kib": proc_status_kib(pid, "VmHWM"),
@@ -280,6 +302,24 @@ def register_webhook(env: Env, url: str) -> str:
     )
     created.raise_for_status()
     return str(created.json()["webhook"]["id"])
+
+
+def webhook_status(env: Env) -> str:
+    """How the receiver answered the dev server's last webhook: ``success``, or ``failed (HTTPError)``."""
+    token = env.service.issue_token(IDENTITY_ID)
+    listed = httpx.get(
+        f"{env.service.base_url}/api/v1/webhooks",
+        params={"workspaceId": PROJECT_ID, "environment": "dev"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    listed.raise_for_status()
+    hooks = listed.json().get("webhooks", [])
+    if not hooks:
+        return "?"
+    hook = hooks[0]
+    return str(hook.get("lastStatus")) + (
+        f" ({hook['lastRunErrorMessage']})" if hook.get("lastRunErrorMessage") else ""
+    )
 
 
 def delete_webhook(env: Env, webhook_id: str) -> None:
@@ -334,14 +374,21 @@ async def main_async(args: argparse.Namespace, run: RunInfo) -> dict[str, Any]:
             port = free_port()
             url = f"http://127.0.0.1:{port}/webhook"
             t0 = time.monotonic()
+            limits: dict[str, str] = {}
+            if args.flood_limits == "raised":
+                # every forged request of the flood is HMAC-checked, not refused by the rate limit
+                limits |= {
+                    "SECRETFERRY_WEBHOOK_RATE_PER_SECOND": "1000000",
+                    "SECRETFERRY_WEBHOOK_BURST": "1000000",
+                }
+            if args.over_rate_verify is not None:
+                limits["SECRETFERRY_WEBHOOK_OVER_RATE_VERIFY_PER_SECOND"] = str(args.over_rate_verify)
             await asyncio.to_thread(
                 env.start_operator,
                 "op-webhook",
                 SECRETFERRY_WEBHOOK_PORT=str(port),
                 SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
-                # every forged request of the flood is HMAC-checked, not refused by the rate limit
-                SECRETFERRY_WEBHOOK_RATE_PER_SECOND="1000000",
-                SECRETFERRY_WEBHOOK_BURST="1000000",
+                **limits,
             )
             ok = await tracker.wait_until(lambda: len(tracker.ready) >= args.n, args.timeout)
             out["ready"] = max(tracker.first_ready.values()) - t0 if ok else None
@@ -451,10 +498,14 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
     f = out.get("flood")
     if f:
         forged_lists = f["lists_before_change"]
+        budget = "operator default" if args.over_rate_verify is None else f"{args.over_rate_verify:g}/s"
         print(
-            f"forged flood: {f['requests']} requests ({args.flood_concurrency} at a time) in "
-            f"{f['seconds']:.2f} s ({f['requests'] / f['seconds']:.0f}/s); answers {f['statuses']}; "
-            f"counted forged {f['forged_counted']:.0f}"
+            f"forged flood: {f['requests']} requests ({args.flood_concurrency} at a time, one source) in "
+            f"{f['seconds']:.2f} s ({f['requests'] / f['seconds']:.0f}/s); rate limits {args.flood_limits}, "
+            f"over-rate budget {budget}; answers {f['statuses']}; counted forged {f['forged_counted']:.0f}, "
+            f"rate_limited {f['rate_limited']:.0f}, accepted {f['accepted']:.0f}; verified past the "
+            f"source's bucket {f['over_rate_verified']:.0f}; operator CPU {f['cpu_pct']:.0f}% "
+            f"({f['cpu_us_per_request']:.0f} µs a request)"
         )
         print(
             f"  lists from the flood's start to the real change: {forged_lists}; lists in all (the real "
@@ -466,7 +517,8 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
         )
         print(
             f"  real change during the flood ({f['change_kind']} scope): one {fmt_ms(f['change_one'])}, "
-            f"all-of-scope {fmt_ms(f['change_all'])}"
+            f"all-of-scope {fmt_ms(f['change_all'])} (timeout: not within {args.change_timeout:g} s,"
+            f" the scopes' resync being {NO_POLL}); the dev server's webhook for it: {f['hook_status']}"
         )
 
 
@@ -479,6 +531,19 @@ def main() -> None:
     p.add_argument("--poll-interval", default="5s", help="refreshInterval in the polling phase")
     p.add_argument("--flood", type=int, default=10_000, help="forged requests (0: skip)")
     p.add_argument("--flood-concurrency", type=int, default=16)
+    p.add_argument(
+        "--flood-limits",
+        choices=["raised", "default"],
+        default="raised",
+        help="raised: every forged request HMAC-checked; default: the chart's per-source limits, shared"
+        " by the flood and the dev server's webhooks (both from 127.0.0.1)",
+    )
+    p.add_argument(
+        "--over-rate-verify",
+        type=float,
+        default=None,
+        help="SECRETFERRY_WEBHOOK_OVER_RATE_VERIFY_PER_SECOND (unset: the operator's default; 0: off)",
+    )
     p.add_argument("--gap", type=float, default=0.2, help="pause between changes, s")
     p.add_argument("--change-timeout", type=float, default=30.0)
     p.add_argument("--timeout", type=float, default=300.0)

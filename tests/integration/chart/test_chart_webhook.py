@@ -85,7 +85,7 @@ def test_trusted_proxies_and_the_over_rate_budget_reach_the_operator(
 
     env = operator_env(render(set_values=ON))
     assert env["SECRETFERRY_WEBHOOK_TRUSTED_PROXIES"] == ""
-    assert env["SECRETFERRY_WEBHOOK_OVER_RATE_VERIFY_PER_SECOND"] == "5000"
+    assert env["SECRETFERRY_WEBHOOK_OVER_RATE_VERIFY_PER_SECOND"] == "20000"
     docs = render(
         set_values=[
             *ON,
