@@ -68,8 +68,10 @@ def _register(service: DevServer, *, url: str, path: str) -> None:
     assert created.status_code == 200, created.text
 
 
-def _post(url: str, body: bytes, header: str | None) -> int:
+def _post(url: str, body: bytes, header: str | None, *, forwarded_for: str | None = None) -> int:
     headers = {"Content-Type": "application/json"}
+    if forwarded_for is not None:
+        headers["X-Forwarded-For"] = forwarded_for
     if header is not None:
         headers[sig.HEADER] = header
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
@@ -360,3 +362,79 @@ def test_a_forged_flood_from_the_services_own_address_does_not_starve_its_webhoo
 def _over_rate(text: str) -> float:
     prefix = "secretferry_webhook_over_rate_verified_total "
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def test_behind_a_trusted_proxy_a_flood_is_counted_in_its_own_bucket(
+    control_plane: ControlPlane,
+    crds: None,
+    no_events_service: DevServer,
+    namespace: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """127.0.0.1 plays the Ingress (``SECRETFERRY_WEBHOOK_TRUSTED_PROXIES``), the shared budget is
+    off: a flood "through the Ingress" whose clients claim to be the service (a spoofed left entry)
+    is counted in the attacker's bucket (the right-most entry, which the proxy appends) and refused
+    429 there; the dev server's webhook (no header: the peer's own bucket) still brings the change."""
+    keyfile: Path = tmp_path_factory.mktemp("webhook-key-xff") / "signing-key"
+    keyfile.write_text(KEY + "\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/webhook"
+    op = harness.start_operator(
+        control_plane,
+        no_events_service,
+        tmp_path_factory.mktemp("op-webhook-xff") / "operator.log",
+        SECRETFERRY_WEBHOOK_PORT=str(port),
+        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+        SECRETFERRY_WEBHOOK_TRUSTED_PROXIES="127.0.0.0/8",
+        SECRETFERRY_WEBHOOK_OVER_RATE_VERIFY_PER_SECOND="0",
+    )
+    try:
+        path = f"/{namespace}-xff"
+        no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "xff-value-1")
+        harness.kubernetes_identity(control_plane, namespace)
+        harness.secret_sync(control_plane, namespace, "app", sources=[source(path)], refreshInterval=HOURS)
+        eventually(
+            lambda: secret_data(control_plane, namespace, "app") == {"K": "xff-value-1"}, what="first sync"
+        )
+        _register(no_events_service, url=url, path=path)
+        time.sleep(1.0)
+        lists_before = no_events_service.stats()["listSecrets"]
+
+        answered_at: list[float] = []
+
+        def forged(i: int) -> int:
+            now_ms = time.time_ns() // 1_000_000
+            body = json.dumps(
+                {
+                    "event": "secrets.modified",
+                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
+                    "timestamp": now_ms,
+                },
+                separators=(",", ":"),
+            ).encode()
+            # the client wrote "127.0.0.1" (the service's address here); the Ingress appended its own
+            spoofed = "127.0.0.1, 203.0.113.66"
+            status = _post(url, body, sig.header_value(body, f"guess-{i}", now_ms), forwarded_for=spoofed)
+            answered_at.append(time.monotonic())
+            return status
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            first = list(pool.map(forged, range(1_000)))
+            change_at = time.monotonic()
+            no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "xff-value-2")
+            second_future = pool.map(forged, range(1_000, 3_000))
+            while secret_data(control_plane, namespace, "app") != {"K": "xff-value-2"}:
+                assert time.monotonic() - change_at < 10, "the service's webhook shared the flood's bucket"
+                time.sleep(0.01)
+            arrived_at = time.monotonic()
+            latency = arrived_at - change_at
+            second = list(second_future)
+        answers = {status: (first + second).count(status) for status in set(first + second)}
+        print(f"flood through a trusted proxy: answers {answers}; real change {latency * 1000:.0f} ms")
+        assert max(answered_at) > arrived_at, "the flood ended before the change arrived: proves nothing"
+        assert answers.get(429, 0) >= 2_800  # the attacker's bucket: 100, then 20/s
+        assert answers.get(401, 0) <= 200
+        assert no_events_service.stats()["listSecrets"] - lists_before <= 2  # the real change's own
+    finally:
+        op.stop()
+    harness.assert_no_values_leaked(control_plane, op)
