@@ -112,24 +112,25 @@ def status(
     with_cluster = _cluster_status(required=False)
 
     async def work(kube: client.Kube) -> int:
-        listed = await namespaced(kube)
+        listed, printed = await namespaced(kube)
         if where is not None:
             return listed
-        return max(listed, await with_cluster(kube, blank_line=True))
+        return max(listed, await with_cluster(kube, blank_line=printed))
 
-    async def namespaced(kube: client.Kube) -> int:
+    async def namespaced(kube: client.Kube) -> tuple[int, bool]:
+        """(exit status, whether a table was printed)."""
         syncs = await reads.list_syncs(kube, namespace=where)
         if isinstance(syncs, reads.Denied):
             click.echo(f"kubectl-secretferry: {syncs}", err=True)
-            return 1
+            return 1, False
         if not syncs:
             click.echo(
                 f"No SecretSyncs {'in any namespace' if where is None else f'in namespace {where}'}.",
                 err=True,
             )
-            return 0
+            return 0, False
         click.echo(views.status_table(syncs, all_namespaces=where is None), nl=False)
-        return 0
+        return 0, True
 
     _run(ctx, kubeconfig, context, work)
 
