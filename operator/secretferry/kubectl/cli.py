@@ -101,8 +101,8 @@ def status(
     """One table of the SecretSyncs of a namespace (or of all with -A): Ready, its reason, the
     update mode (Streaming, Polling, OnChange, CreatedOnce), the identity, how long ago the last
     sync wrote, and the target. ClusterSecretSyncs are cluster-scoped: -A adds a second table of
-    them (when there are any), --cluster shows that table alone. Its NAMESPACES column is
-    ready/selected namespaces."""
+    them (when there are any, and when the SecretSyncs of every namespace could be listed),
+    --cluster shows that table alone. Its NAMESPACES column is ready/selected namespaces."""
     if cluster and namespace:
         raise click.UsageError("--cluster shows cluster-scoped ClusterSecretSyncs: no -n")
     if cluster:
@@ -113,9 +113,11 @@ def status(
 
     async def work(kube: client.Kube) -> int:
         listed, printed = await namespaced(kube)
-        if where is not None:
+        if where is not None or listed:
+            # A refused -A says so once: who may not list every namespace's SecretSyncs may not
+            # list cluster-scoped objects either (--cluster asks alone).
             return listed
-        return max(listed, await with_cluster(kube, blank_line=printed))
+        return await with_cluster(kube, blank_line=printed)
 
     async def namespaced(kube: client.Kube) -> tuple[int, bool]:
         """(exit status, whether a table was printed)."""
