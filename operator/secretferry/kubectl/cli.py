@@ -178,7 +178,7 @@ def why(
     identity's Ready state, last login and list route, and the recent Events about it. What your
     RBAC does not let you read is named, and the rest is shown.
 
-    For a ClusterSecretSync (``why clustersecretsync/NAME`` or ``why --cluster NAME``): how many
+    For a ClusterSecretSync (why clustersecretsync/NAME, or why --cluster NAME): how many
     namespaces it selects, holds and fails, the failing ones with their reasons and messages, its
     ClusterMachineIdentity and its Events (in namespace default)."""
     kind, _, name = name.rpartition("/")

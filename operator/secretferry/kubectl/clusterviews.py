@@ -147,7 +147,10 @@ def explain_cluster(
         now=moment,
         max_events=max_events,
     )
-    lines.append(shared[shared.index("\nIdentity ") + 1 :].rstrip("\n"))
+    # Everything after the SecretSync section (its first line that is not indented).
+    tail = shared.splitlines()[1:]
+    start = next((i for i, line in enumerate(tail) if line and not line.startswith(" ")), len(tail))
+    lines.extend(tail[start:])
     return "\n".join(lines) + "\n"
 
 
