@@ -43,6 +43,21 @@ def service(
 
 
 @pytest.fixture(scope="module")
+def no_events_service(
+    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DevServer]:
+    """A dev server whose plan has no event subscriptions (``--no-events-plan``): polling and
+    webhooks are the only ways a change arrives (each module that asks gets its own)."""
+    with run_dev_server(
+        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
+        data_dir=tmp_path_factory.mktemp("devserver-noevents"),
+        extra_args=["--no-events-plan"],
+    ) as server:
+        harness.record_values(server)
+        yield server
+
+
+@pytest.fixture(scope="module")
 def operator(
     control_plane: ControlPlane, crds: None, service: DevServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
