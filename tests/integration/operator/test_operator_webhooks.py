@@ -8,76 +8,21 @@ nothing (the service's list count is unchanged); both are counted in the metric.
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import harness
-import httpx
 import pytest
+import webhook_sender
 from harness import PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
-from secretferry.devcluster.net import free_port
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer
 from secretferry.service import webhook_signature as sig
 
 pytestmark = pytest.mark.integration
 KEY = "webhook-signing-key-for-tests"
 HOURS = "3h"  # no resync during the test: only the webhook can bring the change
-
-
-@pytest.fixture(scope="module")
-def no_events_service(
-    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevServer]:
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
-        data_dir=tmp_path_factory.mktemp("devserver-webhooks"),
-        extra_args=["--no-events-plan"],
-    ) as server:
-        harness.record_values(server)
-        yield server
-
-
-def _metric(text: str, result: str) -> float:
-    prefix = f'secretferry_webhook_requests_total{{result="{result}"}}'
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
-
-
-def _register(service: DevServer, *, url: str, path: str) -> None:
-    login = httpx.post(
-        f"{service.base_url}/api/v1/auth/universal-auth/login",
-        json={"clientId": "test-client", "clientSecret": "test-client-secret"},
-    )
-    token = login.json()["accessToken"]
-    created = httpx.post(
-        f"{service.base_url}/api/v1/webhooks",
-        json={
-            "projectId": PROJECT_ID,
-            "environment": "dev",
-            "secretPath": path,
-            "webhookUrl": url,
-            "webhookSecretKey": KEY,
-        },
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert created.status_code == 200, created.text
-
-
-def _post(url: str, body: bytes, header: str | None) -> int:
-    headers = {"Content-Type": "application/json"}
-    if header is not None:
-        headers[sig.HEADER] = header
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
 
 
 def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing(
@@ -87,16 +32,8 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
     namespace: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    keyfile: Path = tmp_path_factory.mktemp("webhook-key") / "signing-key"
-    keyfile.write_text(KEY + "\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/webhook"
-    op = harness.start_operator(
-        control_plane,
-        no_events_service,
-        tmp_path_factory.mktemp("op-webhooks") / "operator.log",
-        SECRETFERRY_WEBHOOK_PORT=str(port),
-        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+    op, url = webhook_sender.start_receiving_operator(
+        control_plane, no_events_service, tmp_path_factory.mktemp("op-webhooks"), key=KEY
     )
     try:
         path = f"/{namespace}"
@@ -107,27 +44,19 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
             lambda: secret_data(control_plane, namespace, "app") == {"K": "webhook-value-1"},
             what="first sync",
         )
-        _register(no_events_service, url=url, path=f"{path}/**")
-        _register(no_events_service, url=url, path=path)
+        webhook_sender.register(no_events_service, url=url, path=f"{path}/**", key=KEY)
+        webhook_sender.register(no_events_service, url=url, path=path, key=KEY)
 
         # A forged request (signed with a guessed key) and an unsigned one: refused, no list.
         time.sleep(1.0)  # let the first sync's lists settle
         lists_before = no_events_service.stats()["listSecrets"]
-        now_ms = time.time_ns() // 1_000_000
-        body = json.dumps(
-            {
-                "event": "secrets.modified",
-                "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
-                "timestamp": now_ms,
-            },
-            separators=(",", ":"),
-        ).encode()
-        assert _post(url, body, sig.header_value(body, "guessed-key", now_ms)) == 401
-        assert _post(url, body, None) == 401
+        body, now_ms = webhook_sender.body(path)
+        assert webhook_sender.post(url, body, sig.header_value(body, "guessed-key", now_ms)) == 401
+        assert webhook_sender.post(url, body, None) == 401
         # A genuinely signed request, but 10 minutes old (a replay): refused too.
         old_ms = now_ms - 600_000
         old = body.replace(str(now_ms).encode(), str(old_ms).encode())
-        assert _post(url, old, sig.header_value(old, KEY, old_ms)) == 401
+        assert webhook_sender.post(url, old, sig.header_value(old, KEY, old_ms)) == 401
         time.sleep(1.0)
         assert no_events_service.stats()["listSecrets"] == lists_before
         assert secret_data(control_plane, namespace, "app") == {"K": "webhook-value-1"}
@@ -144,10 +73,8 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
         print(f"change -> Secret by webhook: {latency * 1000:.0f} ms")
 
         metrics = op.metrics()
-        assert _metric(metrics, sig.FORGED) >= 1
-        assert _metric(metrics, sig.MISSING) >= 1
-        assert _metric(metrics, sig.STALE) >= 1
-        assert _metric(metrics, sig.OK) >= 1
+        for result in (sig.FORGED, sig.MISSING, sig.STALE, sig.OK):
+            assert webhook_sender.requests_counted(metrics, result) >= 1, result
     finally:
         op.stop()
     harness.assert_no_values_leaked(control_plane, op)
@@ -170,16 +97,11 @@ def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
 ) -> None:
     """10,000 forged requests (the rate limit raised so that every one is HMAC-checked: the
     expensive case), a real change in the middle: lists caused, memory, the change's latency."""
-    keyfile: Path = tmp_path_factory.mktemp("webhook-key-flood") / "signing-key"
-    keyfile.write_text(KEY + "\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/webhook"
-    op = harness.start_operator(
+    op, url = webhook_sender.start_receiving_operator(
         control_plane,
         no_events_service,
-        tmp_path_factory.mktemp("op-webhook-flood") / "operator.log",
-        SECRETFERRY_WEBHOOK_PORT=str(port),
-        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+        tmp_path_factory.mktemp("op-webhook-flood"),
+        key=KEY,
         SECRETFERRY_WEBHOOK_RATE_PER_SECOND="100000",
         SECRETFERRY_WEBHOOK_BURST="100000",
     )
@@ -191,23 +113,14 @@ def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
         eventually(
             lambda: secret_data(control_plane, namespace, "app") == {"K": "flood-value-1"}, what="first sync"
         )
-        _register(no_events_service, url=url, path=path)
+        webhook_sender.register(no_events_service, url=url, path=path, key=KEY)
         time.sleep(1.0)
         lists_before = no_events_service.stats()["listSecrets"]
         rss_before = _rss_kib(op.pid)
 
         def forged(i: int) -> int:
-            now_ms = time.time_ns() // 1_000_000
-            body = json.dumps(
-                {
-                    "event": "secrets.modified",
-                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
-                    "timestamp": now_ms,
-                    "n": i,
-                },
-                separators=(",", ":"),
-            ).encode()
-            return _post(url, body, sig.header_value(body, f"guess-{i}", now_ms))
+            body, now_ms = webhook_sender.body(path, n=i)
+            return webhook_sender.post(url, body, sig.header_value(body, f"guess-{i}", now_ms))
 
         total = 10_000
         started = time.monotonic()
@@ -235,21 +148,13 @@ def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
         )
         # The real change costs its own list(s) (its webhook, debounced), nothing for the flood.
         assert lists_after - lists_mid <= 2
-        assert _metric(op.metrics(), sig.FORGED) >= total
+        assert webhook_sender.requests_counted(op.metrics(), sig.FORGED) >= total
 
         # A storm of 1,000 *valid* webhooks for the one scope: lists stay within one per debounce
         # window (10 ms by default) plus the leading edge.
         def valid(i: int) -> int:
-            now_ms = time.time_ns() // 1_000_000
-            body = json.dumps(
-                {
-                    "event": "secrets.modified",
-                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
-                    "timestamp": now_ms,
-                },
-                separators=(",", ":"),
-            ).encode()
-            return _post(url, body, sig.header_value(body, KEY, now_ms))
+            body, now_ms = webhook_sender.body(path)
+            return webhook_sender.post(url, body, sig.header_value(body, KEY, now_ms))
 
         storm_lists_before = no_events_service.stats()["listSecrets"]
         storm_started = time.monotonic()
