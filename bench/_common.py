@@ -357,6 +357,109 @@ def secret_sync_body(
     }
 
 
+# --- scoped change-latency runs (bench_streams, bench_webhook) -------------------------------------------
+@dataclass(frozen=True)
+class ScopeLayout:
+    """Scope ``j`` reads folder ``<root>/sNN`` of ``dev``; odd scopes are recursive, and a change of
+    one lands in its subfolder ``deep`` (what only a recursive read sees), of an exact one in the
+    folder itself."""
+
+    root: str
+
+    def path(self, j: int) -> str:
+        return f"{self.root}/s{j:02d}"
+
+    def is_recursive(self, j: int) -> bool:
+        return j % 2 == 1
+
+    def kind(self, j: int) -> str:
+        return "recursive" if self.is_recursive(j) else "exact"
+
+    def change_path(self, j: int) -> str:
+        """Where a change of scope j is written: a subfolder for the recursive scopes."""
+        return self.path(j) + "/deep" if self.is_recursive(j) else self.path(j)
+
+    def seed_secrets(self, scopes: int, key: str) -> list[dict[str, str]]:
+        """``key`` (``v0``) where each scope's changes land, and three static keys in each folder."""
+        secrets = [
+            {"environment": "dev", "path": self.change_path(j), "key": key, "value": "v0"}
+            for j in range(scopes)
+        ]
+        secrets += [
+            {"environment": "dev", "path": self.path(j), "key": f"STATIC_{k}", "value": f"static-{j}-{k}"}
+            for j in range(scopes)
+            for k in range(3)
+        ]
+        return secrets
+
+    async def create_syncs(
+        self, api: Api, namespace: str, *, syncs: int, scopes: int, refresh: str
+    ) -> dict[int, list[str]]:
+        """``namespace`` and ``syncs`` SecretSyncs in it, round-robin over the scopes; their names
+        per scope."""
+        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        by_scope: dict[int, list[str]] = {j: [] for j in range(scopes)}
+        bodies = []
+        for i in range(syncs):
+            j = i % scopes
+            name = f"s{j:02d}-{i // scopes:03d}"
+            by_scope[j].append(name)
+            bodies.append(
+                secret_sync_body(
+                    namespace, name, path=self.path(j), refresh=refresh, recursive=self.is_recursive(j)
+                )
+            )
+        await api.gather_limited([lambda b=b: api.create(b) for b in bodies])
+        log(f"created {syncs} SecretSyncs over {scopes} scopes")
+        return by_scope
+
+
+class SecretWatcher:
+    """When each (Secret name, value of ``key``) was first seen by our watch."""
+
+    def __init__(self, key: str = "VALUE") -> None:
+        self.key = key
+        self.seen: dict[tuple[str, str], float] = {}
+        self._waiters: dict[tuple[str, str], asyncio.Event] = {}
+        self.synced = asyncio.Event()
+
+    def handle(self, typ: str, obj: dict[str, Any]) -> None:
+        if typ == "DELETED":
+            return
+        name = (obj.get("metadata") or {}).get("name", "")
+        value = decode(obj, self.key)
+        if value is None or (name, value) in self.seen:
+            return
+        self.seen[(name, value)] = time.monotonic()
+        waiter = self._waiters.pop((name, value), None)
+        if waiter is not None:
+            waiter.set()
+
+    async def wait(self, name: str, value: str, limit_s: float) -> float | None:
+        if (name, value) not in self.seen:
+            event = self._waiters.setdefault((name, value), asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), limit_s)
+        return self.seen.get((name, value))
+
+
+async def watch_syncs_and_secrets(
+    api: Api, namespace: str, tracker: SyncTracker, watcher: SecretWatcher, tasks: list[asyncio.Task[None]]
+) -> None:
+    """Every SecretSync into ``tracker``, the managed Secrets of ``namespace`` into ``watcher``;
+    returns once both have listed. The watch tasks go into ``tasks`` at once: the caller cancels
+    them, even when this is interrupted."""
+    tasks.append(asyncio.create_task(api.watch(SYNCS_PATH, tracker.handle, tracker.synced)))
+    secrets_path = f"/api/v1/namespaces/{namespace}/secrets"
+    tasks.append(
+        asyncio.create_task(
+            api.watch(secrets_path, watcher.handle, watcher.synced, label_selector=MANAGED_SELECTOR)
+        )
+    )
+    await tracker.synced.wait()
+    await watcher.synced.wait()
+
+
 # --- async apiserver client --------------------------------------------------------------------------
 class Api:
     """aiohttp against the apiserver as admin: bulk writes and LIST+WATCH for the benchmark."""

@@ -53,22 +53,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import random
 import time
 from typing import Any
 
 from _common import (
-    MANAGED_SELECTOR,
     PROJECT_ID,
-    SYNCS_PATH,
     Api,
     Env,
     RunInfo,
+    ScopeLayout,
+    SecretWatcher,
     SyncTracker,
     add_control_plane_option,
     cpu_seconds,
-    decode,
     environment,
     fmt_ms,
     fmt_s,
@@ -78,8 +76,8 @@ from _common import (
     op_pid,
     percentile,
     safe_metrics,
-    secret_sync_body,
     table,
+    watch_syncs_and_secrets,
 )
 
 NAMESPACE = "bench-streams"
@@ -87,19 +85,7 @@ KEY = "VALUE"
 
 
 GENERATIONS = ("documented", "old", "middle", "newest")
-
-
-def scope_path(j: int) -> str:
-    return f"/streams/s{j:02d}"
-
-
-def is_recursive(j: int) -> bool:
-    return j % 2 == 1
-
-
-def change_path(j: int) -> str:
-    """Where a change of scope j is written: a subfolder for the recursive scopes."""
-    return scope_path(j) + "/deep" if is_recursive(j) else scope_path(j)
+SCOPES = ScopeLayout("/streams")
 
 
 # --- the plan, priced without I/O -----------------------------------------------------------------------
@@ -174,34 +160,6 @@ def plan_prices() -> list[list[Any]]:
     return rows
 
 
-class SecretWatcher:
-    """When each (Secret name, value of KEY) was first seen by our watch."""
-
-    def __init__(self) -> None:
-        self.seen: dict[tuple[str, str], float] = {}
-        self._waiters: dict[tuple[str, str], asyncio.Event] = {}
-        self.synced = asyncio.Event()
-
-    def handle(self, typ: str, obj: dict[str, Any]) -> None:
-        if typ == "DELETED":
-            return
-        name = (obj.get("metadata") or {}).get("name", "")
-        value = decode(obj, KEY)
-        if value is None or (name, value) in self.seen:
-            return
-        self.seen[(name, value)] = time.monotonic()
-        waiter = self._waiters.pop((name, value), None)
-        if waiter is not None:
-            waiter.set()
-
-    async def wait(self, name: str, value: str, limit_s: float) -> float | None:
-        if (name, value) not in self.seen:
-            event = self._waiters.setdefault((name, value), asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), limit_s)
-        return self.seen.get((name, value))
-
-
 async def run_changes(
     env: Env,
     watcher: SecretWatcher,
@@ -236,7 +194,7 @@ async def run_changes(
 
         def write(j: int = j, value: str = value) -> tuple[float, float]:
             before = time.monotonic()
-            env.service.set_secret(PROJECT_ID, "dev", change_path(j), KEY, value)
+            env.service.set_secret(PROJECT_ID, "dev", SCOPES.change_path(j), KEY, value)
             return before, time.monotonic()
 
         before, written = await asyncio.to_thread(write)
@@ -247,7 +205,7 @@ async def run_changes(
             log(f"{mode} change {i}: {measured} did not get the value in {args.change_timeout} s")
             continue
         consecutive = 0
-        kinds.append("recursive" if is_recursive(j) else "exact")
+        kinds.append(SCOPES.kind(j))
         one.append(seen - written)
         one_from_call.append(seen - before)
         all_seen = await asyncio.gather(*(watcher.wait(n, value, args.change_timeout) for n in names))
@@ -286,14 +244,7 @@ async def run_changes(
 
 async def main_async(args: argparse.Namespace, generation: str, run: RunInfo) -> list[dict[str, Any]]:
     rng = random.Random(args.seed)
-    secrets = [
-        {"environment": "dev", "path": change_path(j), "key": KEY, "value": "v0"} for j in range(args.scopes)
-    ]
-    secrets += [
-        {"environment": "dev", "path": scope_path(j), "key": f"STATIC_{k}", "value": f"static-{j}-{k}"}
-        for j in range(args.scopes)
-        for k in range(3)
-    ]
+    secrets = SCOPES.seed_secrets(args.scopes, KEY)
     results: list[dict[str, Any]] = []
     startup: dict[str, Any] = {}
     devserver_args = ["--event-generation", generation]
@@ -301,30 +252,11 @@ async def main_async(args: argparse.Namespace, generation: str, run: RunInfo) ->
         api = Api(env.cp)
         tasks: list[asyncio.Task[None]] = []
         try:
-            await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-            by_scope: dict[int, list[str]] = {j: [] for j in range(args.scopes)}
-            bodies = []
-            for i in range(args.syncs):
-                j = i % args.scopes
-                name = f"s{j:02d}-{i // args.scopes:03d}"
-                by_scope[j].append(name)
-                bodies.append(
-                    secret_sync_body(
-                        NAMESPACE, name, path=scope_path(j), refresh="5s", recursive=is_recursive(j)
-                    )
-                )
-            await api.gather_limited([lambda b=b: api.create(b) for b in bodies])
-            log(f"created {args.syncs} SecretSyncs over {args.scopes} scopes")
-            tracker, watcher = SyncTracker(), SecretWatcher()
-            tasks.append(asyncio.create_task(api.watch(SYNCS_PATH, tracker.handle, tracker.synced)))
-            secrets_path = f"/api/v1/namespaces/{NAMESPACE}/secrets"
-            tasks.append(
-                asyncio.create_task(
-                    api.watch(secrets_path, watcher.handle, watcher.synced, label_selector=MANAGED_SELECTOR)
-                )
+            by_scope = await SCOPES.create_syncs(
+                api, NAMESPACE, syncs=args.syncs, scopes=args.scopes, refresh="5s"
             )
-            await tracker.synced.wait()
-            await watcher.synced.wait()
+            tracker, watcher = SyncTracker(), SecretWatcher(KEY)
+            await watch_syncs_and_secrets(api, NAMESPACE, tracker, watcher, tasks)
 
             t0 = time.monotonic()
             await asyncio.to_thread(env.start_operator, "op-streams")

@@ -51,12 +51,12 @@ import httpx
 
 from _common import (
     IDENTITY_ID,
-    MANAGED_SELECTOR,
     PROJECT_ID,
-    SYNCS_PATH,
     Api,
     Env,
     RunInfo,
+    ScopeLayout,
+    SecretWatcher,
     SyncTracker,
     add_control_plane_option,
     cpu_seconds,
@@ -70,10 +70,9 @@ from _common import (
     percentile,
     proc_status_kib,
     safe_metrics,
-    secret_sync_body,
     table,
+    watch_syncs_and_secrets,
 )
-from bench_streams import SecretWatcher
 from secretferry.devcluster.net import free_port
 from secretferry.service import webhook_signature as sig
 
@@ -81,19 +80,7 @@ NAMESPACE = "bench-webhook"
 KEY = "VALUE"
 SIGNING_KEY = "bench-webhook-signing-key"
 NO_POLL = "1h"  # the webhook phase: no scope is due during the run, only the webhook brings a change
-
-
-def scope_path(j: int) -> str:
-    return f"/hooks/s{j:02d}"
-
-
-def is_recursive(j: int) -> bool:
-    return j % 2 == 1
-
-
-def change_path(j: int) -> str:
-    """Where a change of scope j is written: a subfolder for the recursive scopes."""
-    return scope_path(j) + "/deep" if is_recursive(j) else scope_path(j)
+SCOPES = ScopeLayout("/hooks")
 
 
 async def one_change(
@@ -111,7 +98,7 @@ async def one_change(
     measured = rng.choice(names)
 
     def write() -> float:
-        env.service.set_secret(PROJECT_ID, "dev", change_path(j), KEY, value)
+        env.service.set_secret(PROJECT_ID, "dev", SCOPES.change_path(j), KEY, value)
         return time.monotonic()
 
     written = await asyncio.to_thread(write)
@@ -120,7 +107,7 @@ async def one_change(
     everyone = (
         max(t for t in all_seen if t is not None) - written if all(t is not None for t in all_seen) else None
     )
-    return ("recursive" if is_recursive(j) else "exact"), (None if seen is None else seen - written), everyone
+    return SCOPES.kind(j), (None if seen is None else seen - written), everyone
 
 
 async def run_changes(
@@ -194,7 +181,7 @@ def forged_request(i: int) -> tuple[bytes, str]:
     body = json.dumps(
         {
             "event": "secrets.modified",
-            "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": scope_path(i % 20)},
+            "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": SCOPES.path(i % 20)},
             "timestamp": now_ms,
         },
         separators=(",", ":"),
@@ -331,43 +318,17 @@ def delete_webhook(env: Env, webhook_id: str) -> None:
 
 async def main_async(args: argparse.Namespace, run: RunInfo) -> dict[str, Any]:
     rng = random.Random(args.seed)
-    secrets = [
-        {"environment": "dev", "path": change_path(j), "key": KEY, "value": "v0"} for j in range(args.scopes)
-    ]
-    secrets += [
-        {"environment": "dev", "path": scope_path(j), "key": f"STATIC_{k}", "value": f"static-{j}-{k}"}
-        for j in range(args.scopes)
-        for k in range(3)
-    ]
+    secrets = SCOPES.seed_secrets(args.scopes, KEY)
     out: dict[str, Any] = {"phases": []}
     with environment(secrets=secrets, run=run, devserver_args=["--no-events-plan"], keep=args.keep) as env:
         api = Api(env.cp)
         tasks: list[asyncio.Task[None]] = []
         try:
-            await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-            by_scope: dict[int, list[str]] = {j: [] for j in range(args.scopes)}
-            bodies = []
-            for i in range(args.n):
-                j = i % args.scopes
-                name = f"s{j:02d}-{i // args.scopes:03d}"
-                by_scope[j].append(name)
-                bodies.append(
-                    secret_sync_body(
-                        NAMESPACE, name, path=scope_path(j), refresh=NO_POLL, recursive=is_recursive(j)
-                    )
-                )
-            await api.gather_limited([lambda b=b: api.create(b) for b in bodies])
-            log(f"created {args.n} SecretSyncs over {args.scopes} scopes")
-            tracker, watcher = SyncTracker(), SecretWatcher()
-            tasks.append(asyncio.create_task(api.watch(SYNCS_PATH, tracker.handle, tracker.synced)))
-            secrets_path = f"/api/v1/namespaces/{NAMESPACE}/secrets"
-            tasks.append(
-                asyncio.create_task(
-                    api.watch(secrets_path, watcher.handle, watcher.synced, label_selector=MANAGED_SELECTOR)
-                )
+            by_scope = await SCOPES.create_syncs(
+                api, NAMESPACE, syncs=args.n, scopes=args.scopes, refresh=NO_POLL
             )
-            await tracker.synced.wait()
-            await watcher.synced.wait()
+            tracker, watcher = SyncTracker(), SecretWatcher(KEY)
+            await watch_syncs_and_secrets(api, NAMESPACE, tracker, watcher, tasks)
 
             keyfile = env.workdir / "webhook-signing-key"
             keyfile.write_text(SIGNING_KEY + "\n")

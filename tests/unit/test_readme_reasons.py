@@ -8,13 +8,14 @@ below, so a new constant must be placed on one side or the other.
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
+import health_table
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "operator" / "secretferry"
-REASONS = PACKAGE / "reconcile" / "reasons.py"
+REASONS = health_table.REASONS
 README = ROOT / "README.md"
 
 # Constants of reasons.py that are not a Ready condition's reason.
@@ -34,20 +35,6 @@ NOT_REASONS = {
 }
 
 
-def constants() -> dict[str, str]:
-    """NAME -> value of every string constant in reasons.py."""
-    found: dict[str, str] = {}
-    for node in ast.parse(REASONS.read_text()).body:
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str)
-        ):
-            found[node.target.id] = node.value.value
-    return found
-
-
 def used(name: str) -> bool:
     """Whether a module other than reasons.py refers to ``reasons.<name>``."""
     pattern = re.compile(rf"\breasons\.{name}\b")
@@ -59,7 +46,9 @@ def used(name: str) -> bool:
 
 
 def written_reasons() -> set[str]:
-    return {value for name, value in constants().items() if name not in NOT_REASONS and used(name)}
+    return {
+        value for name, value in health_table.constants().items() if name not in NOT_REASONS and used(name)
+    }
 
 
 def documented_reasons() -> set[str]:
@@ -69,7 +58,7 @@ def documented_reasons() -> set[str]:
 
 
 def test_the_parsers_find_what_they_look_for() -> None:
-    names = constants()
+    names = health_table.constants()
     assert names["SYNCED"] == "Synced" and names["READY"] == "Ready"
     assert set(names) >= NOT_REASONS, "a name listed as not a reason is gone from reasons.py"
     assert used("SYNCED")
@@ -84,5 +73,5 @@ def test_readme_documents_exactly_the_reasons_the_operator_writes() -> None:
 
 def test_every_reason_constant_is_used() -> None:
     """A reason nobody writes is dead vocabulary: drop it from reasons.py (and README)."""
-    unused = [name for name in constants() if name not in NOT_REASONS and not used(name)]
+    unused = [name for name in health_table.constants() if name not in NOT_REASONS and not used(name)]
     assert unused == []

@@ -3,6 +3,9 @@
 Why generated here: the apiserver needs a serving certificate, a client CA for the admin
 identity, and a key pair to sign ServiceAccount tokens (TokenRequest / TokenReview). Everything
 is created fresh per cluster directory and never leaves it.
+
+The building blocks (``new_key``, ``subject_name``, ``issue``, ``write_key``, ``write_cert``) also
+mint the integration tests' private CA for the dev server on HTTPS (tests/.../tlsca.py).
 """
 
 from __future__ import annotations
@@ -34,11 +37,11 @@ class Pki:
     sa_pub: Path
 
 
-def _key() -> ec.EllipticCurvePrivateKey:
+def new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+def write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     path.write_bytes(
         key.private_bytes(
             serialization.Encoding.PEM,
@@ -49,14 +52,14 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     path.chmod(0o600)
 
 
-def _name(cn: str, org: str | None = None) -> x509.Name:
+def subject_name(cn: str, org: str | None = None) -> x509.Name:
     attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
     if org:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
     return x509.Name(attrs)
 
 
-def _issue(
+def issue(
     *,
     subject: x509.Name,
     key: ec.EllipticCurvePrivateKey,
@@ -65,7 +68,13 @@ def _issue(
     is_ca: bool = False,
     server_names: tuple[str, ...] = (),
     client: bool = False,
+    validity: datetime.timedelta = _VALIDITY,
+    key_ids: bool = False,
 ) -> x509.Certificate:
+    """A certificate for ``key`` signed by ``ca_key``; IP addresses in ``server_names`` become IP
+    SANs, the rest DNS SANs. ``key_ids`` adds the Subject Key Identifier to a CA and the Authority
+    Key Identifier to a leaf, which strict verifiers (``VERIFY_X509_STRICT``) require; the dev
+    cluster's own certificates leave them out."""
     now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
@@ -74,7 +83,7 @@ def _issue(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
+        .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
     )
     if is_ca:
@@ -107,10 +116,18 @@ def _issue(
         builder = builder.add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
         )
+    if key_ids and is_ca:
+        builder = builder.add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+        )
+    elif key_ids:
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
     return builder.sign(ca_key, hashes.SHA256())
 
 
-def _write_cert(path: Path, cert: x509.Certificate) -> None:
+def write_cert(path: Path, cert: x509.Certificate) -> None:
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
@@ -127,13 +144,13 @@ def generate(directory: Path) -> Pki:
         sa_key=directory / "sa.key",
         sa_pub=directory / "sa.pub",
     )
-    ca_key = _key()
-    ca_name = _name("secretferry-dev-ca")
-    ca = _issue(subject=ca_name, key=ca_key, ca_name=ca_name, ca_key=ca_key, is_ca=True)
-    _write_key(pki.ca_key, ca_key)
-    _write_cert(pki.ca_cert, ca)
+    ca_key = new_key()
+    ca_name = subject_name("secretferry-dev-ca")
+    ca = issue(subject=ca_name, key=ca_key, ca_name=ca_name, ca_key=ca_key, is_ca=True)
+    write_key(pki.ca_key, ca_key)
+    write_cert(pki.ca_cert, ca)
 
-    serving_key = _key()
+    serving_key = new_key()
     serving_names = (
         "127.0.0.1",
         "localhost",
@@ -143,28 +160,28 @@ def generate(directory: Path) -> Pki:
         "kubernetes.default.svc.cluster.local",
         "10.0.0.1",
     )
-    serving = _issue(
-        subject=_name("kube-apiserver"),
+    serving = issue(
+        subject=subject_name("kube-apiserver"),
         key=serving_key,
         ca_name=ca_name,
         ca_key=ca_key,
         server_names=serving_names,
     )
-    _write_key(pki.serving_key, serving_key)
-    _write_cert(pki.serving_cert, serving)
+    write_key(pki.serving_key, serving_key)
+    write_cert(pki.serving_cert, serving)
 
     # system:masters bypasses RBAC: the harness and tests act as cluster admin; the operator
     # under test can instead run as a ServiceAccount token to prove its RBAC.
-    admin_key = _key()
-    admin = _issue(
-        subject=_name("secretferry-admin", "system:masters"),
+    admin_key = new_key()
+    admin = issue(
+        subject=subject_name("secretferry-admin", "system:masters"),
         key=admin_key,
         ca_name=ca_name,
         ca_key=ca_key,
         client=True,
     )
-    _write_key(pki.admin_key, admin_key)
-    _write_cert(pki.admin_cert, admin)
+    write_key(pki.admin_key, admin_key)
+    write_cert(pki.admin_cert, admin)
 
     write_service_account_pair(pki.sa_key, pki.sa_pub)
     return pki
@@ -174,8 +191,8 @@ def write_service_account_pair(key_path: Path, pub_path: Path) -> None:
     """A fresh ServiceAccount signing pair: the private key for ``--service-account-signing-key-file``,
     the public one for ``--service-account-key-file`` (a rotation adds a second pair beside it)."""
     key_path.parent.mkdir(parents=True, exist_ok=True)
-    sa_key = _key()
-    _write_key(key_path, sa_key)
+    sa_key = new_key()
+    write_key(key_path, sa_key)
     pub_path.write_bytes(
         sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -190,9 +207,9 @@ def issue_client(pki: Pki, *, directory: Path, cn: str, org: str | None = None) 
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise TypeError(f"{pki.ca_key} is not an EC key")
     ca_name = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
-    key = _key()
-    cert = _issue(subject=_name(cn, org), key=key, ca_name=ca_name, ca_key=ca_key, client=True)
+    key = new_key()
+    cert = issue(subject=subject_name(cn, org), key=key, ca_name=ca_name, ca_key=ca_key, client=True)
     cert_path, key_path = directory / "client.crt", directory / "client.key"
-    _write_key(key_path, key)
-    _write_cert(cert_path, cert)
+    write_key(key_path, key)
+    write_cert(cert_path, cert)
     return cert_path, key_path

@@ -5,6 +5,8 @@ first::
 
     client      connect() → Kube; Kube.request()/stream(): raw JSON over one aiohttp session
     kubeconfig  a kubeconfig → Access (current context, server, CA, client cert, token, …)
+    execplugin  a kubeconfig user's exec credential plugin: its section, one run, its ExecCredential
+    execcache   that credential kept until it expires, renewed after a 401 (command-line tools only)
     incluster   in-cluster config (KUBERNETES_SERVICE_HOST/PORT, ServiceAccount files), token re-reads;
                 shared with kopf's login handler
     access      Access (address, trust, credentials) and the TLS context built from it

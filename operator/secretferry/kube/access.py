@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from secretferry.kube import errors
+from secretferry.kube import errors, execplugin
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +35,8 @@ class Access:
     tls_server_name: str | None = None  # the name to verify instead of the server's host
     # The Authorization header ("Bearer …" or "Basic …"), or None (client certificate only).
     authorization: str | None = field(default=None, repr=False)
+    # The user's exec credential plugin, when it has nothing else (kubeconfig.load's exec_plugins).
+    exec_plugin: execplugin.ExecPlugin | None = None
 
     @property
     def has_client_certificate(self) -> bool:

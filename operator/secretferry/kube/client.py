@@ -7,6 +7,10 @@ keep both ourselves: :mod:`secretferry.kube.kubeconfig` and :mod:`secretferry.ku
 say where the apiserver is and who we are (:class:`access.Access`), and :class:`Kube` sends plain
 dicts over one aiohttp session configured as kubernetes_asyncio configured its own (the same TLS
 context, connection limit, 2 MiB read buffer, headers and query encoding), minus the proxy look-ups.
+
+A kubeconfig user with an exec credential plugin (the command-line tools only) is served by
+:class:`execcache.ExecCredentials`: its credential is asked for before each request, and a 401
+answer makes the plugin run again and the request go once more with the new credential.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-from secretferry.kube import access, errors, incluster
+from secretferry.kube import access, errors, execcache, incluster
 from secretferry.kube import kubeconfig as kubeconfig_mod
 
 # Long enough for a slow apiserver on loaded cores, short enough that a hung connection turns into
@@ -58,8 +62,11 @@ class Kube:
         authorization: Authorization,
         tls_server_name: str | None = None,
         request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+        exec_credentials: execcache.ExecCredentials | None = None,
     ) -> None:
         self._session = session
+        #: When set, every request's credential comes from here (``authorization`` is not used).
+        self.exec_credentials = exec_credentials
         self._server = server
         self._authorization = authorization
         self._tls_server_name = tls_server_name
@@ -75,6 +82,8 @@ class Kube:
         """The bearer token the operator authenticates with right now, if it uses one (a pod's
         ServiceAccount token, a kubeconfig token); None for client certificates and Basic auth.
         Only for reading its own claims (``apiaudiences``); never logged or sent elsewhere."""
+        if self.exec_credentials is not None:
+            return self.exec_credentials.bearer_token()
         header = self._authorization()
         if header is None or not header.startswith("Bearer "):
             return None
@@ -175,13 +184,52 @@ class Kube:
             "Content-Type": content_type or "application/json",
             "User-Agent": _USER_AGENT,
         }
-        if (authorization := self._authorization()) is not None:
-            headers["Authorization"] = authorization
         url = self._server + path
         params = [(k, _query_text(v)) for k, v in (query or {}).items() if v is not None]
         if params:
             url += "?" + urlencode(params)  # form encoding, as before: label selectors keep their meaning
         data = json.dumps(body) if body is not None and method in _WRITE_METHODS else None
+        plugin = self.exec_credentials
+        if plugin is None:
+            if (authorization := self._authorization()) is not None:
+                headers["Authorization"] = authorization
+            return await self._attempt(method, url, path, headers, data, client_timeout, tls=None)
+        presented = await plugin.current()
+        response = await self._attempt(
+            method, url, path, _presenting(headers, presented), data, client_timeout, tls=presented.tls
+        )
+        if response.status != 401:
+            return response
+        # Refused (expired early, revoked): the plugin runs again and the request goes once more.
+        response.release()
+        presented = await plugin.rejected(presented)
+        response = await self._attempt(
+            method, url, path, _presenting(headers, presented), data, client_timeout, tls=presented.tls
+        )
+        if response.status == 401:
+            response.release()
+            raise errors.ExecCredentialRefused(
+                401,
+                "Unauthorized",
+                f"{method} {path}: the apiserver refused the credential from {plugin.plugin.shown},"
+                " also after running it again",
+            )
+        return response
+
+    async def _attempt(
+        self,
+        method: str,
+        url: str,
+        path: str,
+        headers: Mapping[str, str],
+        data: str | None,
+        client_timeout: aiohttp.ClientTimeout,
+        *,
+        tls: ssl.SSLContext | None,
+    ) -> aiohttp.ClientResponse:
+        """One HTTP exchange. ``tls``: a context of its own (an exec plugin's client certificate),
+        else the connector's."""
+        extra: dict[str, Any] = {} if tls is None else {"ssl": tls}
         try:
             response: aiohttp.ClientResponse = await self._session.request(
                 method,
@@ -190,10 +238,18 @@ class Kube:
                 data=data,
                 timeout=client_timeout,
                 server_hostname=self._tls_server_name,
+                **extra,
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise _unavailable(method, path, exc) from exc
         return response
+
+
+def _presenting(headers: Mapping[str, str], presented: execcache.Presented) -> dict[str, str]:
+    """``headers`` with the exec credential's Authorization (none for a certificate only)."""
+    if presented.authorization is None:
+        return dict(headers)
+    return {**headers, "Authorization": presented.authorization}
 
 
 def _query_text(value: str | int | bool) -> str:
@@ -216,6 +272,7 @@ async def connect(
     env: Mapping[str, str] | None = None,
     service_account_dir: Path | None = None,
     clock: incluster.Clock = incluster.utc_now,
+    exec_plugins: bool = False,
 ) -> Kube:
     """Connect using, in order: the given kubeconfig, in-cluster config, then $KUBECONFIG (or ~/.kube/config).
 
@@ -225,13 +282,19 @@ async def connect(
     (:mod:`secretferry.kube.incluster`). ``context``: a kubeconfig context other than the current
     one (the kubectl plugin's ``--context``). ``connection_limit`` bounds concurrent connections,
     watches included. ``env`` (default ``os.environ``), ``service_account_dir`` (default
-    ``incluster.SERVICE_ACCOUNT_DIR``) and ``clock`` exist so tests can fake a pod.
+    ``incluster.SERVICE_ACCOUNT_DIR``) and ``clock`` exist so tests can fake a pod (``clock`` also
+    decides when an exec plugin's credential has expired).
+
+    ``exec_plugins``: run a kubeconfig user's exec credential plugin (the command-line tools; the
+    operator refuses one, :mod:`secretferry.kube.kubeconfig` says why). It is run here once, so a
+    plugin that fails says so before the first request, as
+    :class:`errors.CredentialPluginFailed`.
     """
     environ = os.environ if env is None else env
     sa_dir = incluster.SERVICE_ACCOUNT_DIR if service_account_dir is None else service_account_dir
     authorization: Authorization
     if kubeconfig:
-        found = kubeconfig_mod.load(kubeconfig, context=context)
+        found = kubeconfig_mod.load(kubeconfig, context=context, exec_plugins=exec_plugins)
         authorization = _fixed(found.authorization)
     elif (in_cluster := incluster.load(environ, sa_dir)) is not None:
         found = access.Access(server=in_cluster.server, ca_file=in_cluster.ca_path)
@@ -239,8 +302,14 @@ async def connect(
         token_file.current()  # a token that cannot be read fails here, at start-up
         authorization = _rotating(token_file)
     else:
-        found = kubeconfig_mod.load(environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG), context=context)
+        found = kubeconfig_mod.load(
+            environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG), context=context, exec_plugins=exec_plugins
+        )
         authorization = _fixed(found.authorization)
+    exec_credentials = None
+    if found.exec_plugin is not None:
+        exec_credentials = execcache.ExecCredentials(found.exec_plugin, trust=found, clock=clock)
+        await exec_credentials.current()  # a plugin that fails says so now, before any request
     # TLS only for an https server, as kubernetes_asyncio did; the context is built once.
     tls: ssl.SSLContext | bool = access.ssl_context(found) if found.server.startswith("https") else True
     session = aiohttp.ClientSession(
@@ -257,6 +326,7 @@ async def connect(
         authorization=authorization,
         tls_server_name=found.tls_server_name,
         request_timeout_seconds=request_timeout_seconds,
+        exec_credentials=exec_credentials,
     )
 
 

@@ -5,6 +5,7 @@ Callers decide what to do by class (retry, give up, relist), never by message te
     KubeError(status, reason, message)      any failed API call
     ├── BadRequest                          400 and other 4xx not listed below
     ├── Unauthorized                        401: credentials missing, expired or rejected
+    │   └── ExecCredentialRefused           401 twice: to an exec plugin's credential and its re-run
     ├── Forbidden                           403: RBAC says no
     ├── NotFound                            404
     │   └── SecretKeyMissing                the Secret exists but lacks the requested key
@@ -15,7 +16,9 @@ Callers decide what to do by class (retry, give up, relist), never by message te
     ├── Invalid                             422: the object was rejected by validation
     │   └── SecretValueUndecodable          a referenced Secret value is not UTF-8 text
     ├── Unavailable                         5xx, 429, timeouts and connection failures: retry later
-    └── NotConfigured                       no kubeconfig / in-cluster config to connect with
+    ├── NotConfigured                       no kubeconfig / in-cluster config to connect with
+    └── CredentialPluginFailed              a kubeconfig's exec credential plugin failed to run
+                                            or printed no usable ExecCredential (execplugin.py)
 
 Messages come from the apiserver's ``Status`` (which names fields and keys, not values) or from
 this package; a Secret's data never goes into one.
@@ -52,6 +55,11 @@ class BadRequest(KubeError):
 
 class Unauthorized(KubeError):
     pass
+
+
+class ExecCredentialRefused(Unauthorized):
+    """The apiserver refused an exec credential plugin's credential, and the one a second run
+    printed: the message names the plugin (what the user must fix), never the credential."""
 
 
 class Forbidden(KubeError):
@@ -130,6 +138,12 @@ class Unavailable(KubeError):
 
 class NotConfigured(KubeError):
     pass
+
+
+class CredentialPluginFailed(KubeError):
+    """Not NotConfigured: the kubeconfig is fine, its plugin failed this time (expired cloud login,
+    network) and may work when run again. The message names the plugin and quotes the tail of its
+    stderr with token-shaped text redacted, never its stdout."""
 
 
 def _conflicts(details: dict[str, Any]) -> tuple[FieldConflict, ...]:

@@ -9,21 +9,31 @@ What is read, from the current context (or ``context``)::
 
     cluster  server, certificate-authority(-data), insecure-skip-tls-verify, tls-server-name
     user     client-certificate(-data) + client-key(-data); token, else tokenFile (read once),
-             else auth-provider config access-token; else username + password (Basic)
+             else auth-provider config access-token; else username + password (Basic);
+             else (``exec_plugins=True``) the exec credential plugin (execplugin.py)
 
 Several files (``a:b``, as in ``$KUBECONFIG``) merge as in kubectl and kopf's own kubeconfig
 login: missing files are skipped, and the first file to name a context, cluster, user or the
 current context wins. Relative paths are relative to the file that names them.
 
-Not supported: exec credential plugins and refreshing auth providers. kopf's kubeconfig login
-cannot use them either, so the operator never ran with them; a user that has nothing else is
-reported as :class:`errors.NotConfigured` naming it, instead of failing later with a 401.
+Exec credential plugins (``users[].user.exec``: EKS, GKE, AKS) are read for the command-line
+tools only (``exec_plugins=True``; :mod:`secretferry.kube.execplugin` runs them). As in client-go,
+a token, token file, Basic auth or client certificate of the same user wins and the plugin is not
+run. The operator does not take them: kopf's kubeconfig login cannot run a plugin, so its watches
+would fail with 401s while our client worked; a user with nothing else is reported there as
+:class:`errors.NotConfigured` naming it. Refreshing auth providers (the old ``gcp``/``azure``
+``auth-provider`` without an ``access-token``) are not supported anywhere: client-go removed
+them in 1.26 in favour of exec plugins.
+
+``tokenFile`` is the kubeconfig's field (client-go's ``json:"tokenFile"``); ``token-file`` is
+not one (client-go ignores it), so it is not read either.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from secretferry.kube import access, errors
+from secretferry.kube import access, errors, execplugin
 
 
 @dataclass(frozen=True)
@@ -43,9 +53,11 @@ class _Entry:
     base: Path
 
 
-def load(paths: str, *, context: str | None = None) -> access.Access:
+def load(paths: str, *, context: str | None = None, exec_plugins: bool = False) -> access.Access:
     """The access described by the kubeconfig file(s) ``paths`` (``os.pathsep``-separated, ``~``
-    expanded). Every problem raises :class:`errors.NotConfigured` saying what is missing where."""
+    expanded). Every problem raises :class:`errors.NotConfigured` saying what is missing where.
+    ``exec_plugins``: a user authenticating only through an exec plugin gets ``exec_plugin`` set
+    (the command-line tools) instead of being refused (the operator)."""
     files = [Path(p).expanduser() for p in paths.split(os.pathsep) if p.strip()]
     current: str | None = None
     sections: dict[str, dict[str, _Entry]] = {"contexts": {}, "clusters": {}, "users": {}}
@@ -71,7 +83,7 @@ def load(paths: str, *, context: str | None = None) -> access.Access:
     cluster = _named(sections["clusters"], str(ctx.value.get("cluster", "")), what="cluster", paths=paths)
     user_name = ctx.value.get("user")
     user = _named(sections["users"], str(user_name), what="user", paths=paths) if user_name else None
-    return _access(cluster, user, user_name=str(user_name or ""))
+    return _access(cluster, user, user_name=str(user_name or ""), exec_plugins=exec_plugins)
 
 
 def context_namespace(paths: str, *, context: str | None = None) -> str | None:
@@ -91,7 +103,7 @@ def context_namespace(paths: str, *, context: str | None = None) -> str | None:
     return None
 
 
-def _access(cluster: _Entry, user: _Entry | None, *, user_name: str) -> access.Access:
+def _access(cluster: _Entry, user: _Entry | None, *, user_name: str, exec_plugins: bool) -> access.Access:
     c = cluster.value
     server = str(c.get("server") or "").rstrip("/")
     if not server:
@@ -116,15 +128,24 @@ def _access(cluster: _Entry, user: _Entry | None, *, user_name: str) -> access.A
         tls_server_name=c.get("tls-server-name") or None,
         authorization=_authorization(u, ubase),
     )
-    if (
-        found.authorization is None
-        and not found.has_client_certificate
-        and ("exec" in u or "auth-provider" in u)
-    ):
-        plugin = "exec credential plugins" if "exec" in u else "auth providers without an access-token"
+    if found.authorization is not None or found.has_client_certificate:
+        return found  # as client-go: a credential at hand wins, the exec plugin is not run
+    if "exec" in u and exec_plugins:
+        section = u["exec"] if isinstance(u["exec"], Mapping) else {}
+        plugin = execplugin.parse_config(
+            section, base=ubase, user=user_name, cluster=c, cluster_base=cluster.base
+        )
+        return dataclasses.replace(found, exec_plugin=plugin)
+    if "exec" in u:
         raise _problem(
-            f"user {user_name!r} authenticates through {plugin}, which the operator does not support; "
-            "use a token, a token file or a client certificate"
+            f"user {user_name!r} authenticates through an exec credential plugin, which the operator"
+            " cannot use (kopf's login does not run one; `kubectl secretferry` and `secretferry"
+            " template --live` do); use a token, a token file or a client certificate"
+        )
+    if "auth-provider" in u:
+        raise _problem(
+            f"user {user_name!r} authenticates through an auth provider without an access-token, which"
+            " is not supported (client-go replaced auth providers with exec credential plugins)"
         )
     return found
 

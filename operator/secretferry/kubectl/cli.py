@@ -4,9 +4,12 @@ Installed with the package as a console script of that name, so ``kubectl secret
 finds it on PATH (kubectl runs any ``kubectl-<name>`` executable as ``kubectl <name>``).
 
     status [-n NS | -A]          one table of every SecretSync: Ready, reason, update mode,
-                                 identity, last sync, target
+                                 identity, last sync, target; with -A a second table of every
+                                 ClusterSecretSync (cluster-scoped), alone with --cluster
     why NAME [-n NS]             the Ready message, the update mode and why, the identity's state,
                                  recent Events
+    why clustersecretsync/NAME   (or why --cluster NAME) its namespace counts, the failing
+                                 namespaces with their reasons, the identity, its Events
     sync NAME... | --identity X  set secretferry.io/force-sync on each (in bulk with --identity)
 
 It works with the user's kubeconfig and RBAC only (connection.py) and never talks to the
@@ -31,7 +34,7 @@ import click
 import secretferry
 from secretferry.kube import client
 from secretferry.kube import errors as kube_errors
-from secretferry.kubectl import connection, reads, views
+from secretferry.kubectl import clusterviews, connection, reads, views
 from secretferry.models import labels
 
 FORCE_SYNC_ANNOTATION: Final = labels.FORCE_SYNC_ANNOTATION
@@ -82,7 +85,10 @@ def _run(
 
 @command.command(short_help="One table of every SecretSync: reason, update mode, identity, last sync.")
 @_connection_options
-@click.option("-A", "--all-namespaces", is_flag=True, help="SecretSyncs of every namespace.")
+@click.option(
+    "-A", "--all-namespaces", is_flag=True, help="SecretSyncs of every namespace, then ClusterSecretSyncs."
+)
+@click.option("--cluster", is_flag=True, help="Only the ClusterSecretSyncs (cluster-scoped).")
 @click.pass_context
 def status(
     ctx: click.Context,
@@ -90,33 +96,73 @@ def status(
     kubeconfig: str | None,
     context: str | None,
     all_namespaces: bool,
+    cluster: bool,
 ) -> None:
     """One table of the SecretSyncs of a namespace (or of all with -A): Ready, its reason, the
     update mode (Streaming, Polling, OnChange, CreatedOnce), the identity, how long ago the last
-    sync wrote, and the target."""
+    sync wrote, and the target. ClusterSecretSyncs are cluster-scoped: -A adds a second table of
+    them (when there are any, and when the SecretSyncs of every namespace could be listed),
+    --cluster shows that table alone. Its NAMESPACES column is ready/selected namespaces."""
+    if cluster and namespace:
+        raise click.UsageError("--cluster shows cluster-scoped ClusterSecretSyncs: no -n")
+    if cluster:
+        _run(ctx, kubeconfig, context, _cluster_status(required=True))
+        return
     where = None if all_namespaces else namespace or connection.default_namespace(kubeconfig, context=context)
+    with_cluster = _cluster_status(required=False)
 
     async def work(kube: client.Kube) -> int:
+        listed, printed = await namespaced(kube)
+        if where is not None or listed:
+            # A refused -A says so once: who may not list every namespace's SecretSyncs may not
+            # list cluster-scoped objects either (--cluster asks alone).
+            return listed
+        return await with_cluster(kube, blank_line=printed)
+
+    async def namespaced(kube: client.Kube) -> tuple[int, bool]:
+        """(exit status, whether a table was printed)."""
         syncs = await reads.list_syncs(kube, namespace=where)
         if isinstance(syncs, reads.Denied):
             click.echo(f"kubectl-secretferry: {syncs}", err=True)
-            return 1
+            return 1, False
         if not syncs:
             click.echo(
                 f"No SecretSyncs {'in any namespace' if where is None else f'in namespace {where}'}.",
                 err=True,
             )
-            return 0
+            return 0, False
         click.echo(views.status_table(syncs, all_namespaces=where is None), nl=False)
-        return 0
+        return 0, True
 
     _run(ctx, kubeconfig, context, work)
+
+
+def _cluster_status(*, required: bool) -> Callable[..., Awaitable[int]]:
+    """The ClusterSecretSync table. ``required`` (``--cluster``): say so when there are none;
+    else (after -A's SecretSyncs) print nothing then, and the table after a blank line."""
+
+    async def work(kube: client.Kube, *, blank_line: bool = False) -> int:
+        found = await reads.list_cluster_syncs(kube)
+        if isinstance(found, reads.Denied):
+            click.echo(f"kubectl-secretferry: {found}", err=True)
+            return 1
+        if not found:
+            if required:
+                click.echo("No ClusterSecretSyncs.", err=True)
+            return 0
+        if blank_line:
+            click.echo()
+        click.echo(clusterviews.cluster_table(found), nl=False)
+        return 0
+
+    return work
 
 
 @command.command(short_help="Why a SecretSync is (not) Ready: message, update mode, identity, Events.")
 @_connection_options
 @click.argument("name")
 @click.option("--events", "max_events", default=10, show_default=True, help="How many recent Events to show.")
+@click.option("--cluster", is_flag=True, help="NAME is a ClusterSecretSync (as clustersecretsync/NAME).")
 @click.pass_context
 def why(
     ctx: click.Context,
@@ -125,11 +171,24 @@ def why(
     context: str | None,
     name: str,
     max_events: int,
+    cluster: bool,
 ) -> None:
     """Everything status and Events say about one SecretSync: the Ready reason and message, the
     update mode and why (which stream serves it, or why it polls), when it last synced, the
     identity's Ready state, last login and list route, and the recent Events about it. What your
-    RBAC does not let you read is named, and the rest is shown."""
+    RBAC does not let you read is named, and the rest is shown.
+
+    For a ClusterSecretSync (why clustersecretsync/NAME, or why --cluster NAME): how many
+    namespaces it selects, holds and fails, the failing ones with their reasons and messages, its
+    ClusterMachineIdentity and its Events (in namespace default)."""
+    kind, _, name = name.rpartition("/")
+    if kind.lower() in clusterviews.KINDS or cluster:
+        if namespace:
+            raise click.UsageError("a ClusterSecretSync is cluster-scoped: no -n")
+        _run(ctx, kubeconfig, context, _why_cluster(name, max_events=max_events))
+        return
+    if kind.lower() not in clusterviews.SECRET_SYNC_KINDS:
+        raise click.UsageError(f"why explains a secretsync/NAME or a clustersecretsync/NAME, not {kind}")
     where = namespace or connection.default_namespace(kubeconfig, context=context)
 
     async def work(kube: client.Kube) -> int:
@@ -144,6 +203,25 @@ def why(
         return 1 if isinstance(identity, reads.Denied) or isinstance(events, reads.Denied) else 0
 
     _run(ctx, kubeconfig, context, work)
+
+
+def _why_cluster(name: str, *, max_events: int) -> Callable[[client.Kube], Awaitable[int]]:
+    async def work(kube: client.Kube) -> int:
+        body = await reads.get_cluster_sync(kube, name=name)
+        if isinstance(body, reads.Denied):
+            click.echo(f"kubectl-secretferry: {body}", err=True)
+            return 1
+        _, identity_name = views.identity_of({"spec": (body.get("spec") or {}).get("syncTemplate") or {}})
+        identity = await reads.get_identity(
+            kube, kind="ClusterMachineIdentity", namespace="", name=identity_name
+        )
+        events = await reads.events_about(
+            kube, namespace=reads.CLUSTER_EVENTS_NAMESPACE, kind="ClusterSecretSync", name=name
+        )
+        click.echo(clusterviews.explain_cluster(body, identity, events, max_events=max_events), nl=False)
+        return 1 if isinstance(identity, reads.Denied) or isinstance(events, reads.Denied) else 0
+
+    return work
 
 
 @command.command(short_help="Force a sync now: by name, or every SecretSync of an identity.")

@@ -5,6 +5,10 @@ A person at a terminal means their kubeconfig — ``--kubeconfig``, then ``$KUBE
 ``~/.kube/config`` — and in-cluster only when none exists (a debug pod), as kubectl does. So
 ``kubectl secretferry`` and ``secretferry template --live`` act with the user's credentials and
 RBAC, never the operator's, and reach nothing but the apiserver.
+
+Exec credential plugins (EKS, GKE, AKS kubeconfigs) are run here, as kubectl runs them
+(:mod:`secretferry.kube.execplugin`): a person's kubeconfig is theirs to trust, and the plugin runs
+as them. The operator never runs one.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ def kubeconfig_paths(explicit: str | None, *, env: Mapping[str, str] | None = No
 
 async def connect(explicit: str | None, *, context: str | None = None) -> client.Kube:
     """A connection as the user (see the module docstring); raises ``kube.errors.NotConfigured``."""
-    return await client.connect(kubeconfig=kubeconfig_paths(explicit), context=context, connection_limit=8)
+    return await client.connect(
+        kubeconfig=kubeconfig_paths(explicit), context=context, connection_limit=8, exec_plugins=True
+    )
 
 
 def default_namespace(explicit: str | None, *, context: str | None = None) -> str:

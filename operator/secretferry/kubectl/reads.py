@@ -38,6 +38,8 @@ class Denied:
 def _why(exc: errors.KubeError) -> str:
     if isinstance(exc, errors.Forbidden):
         return "forbidden (your RBAC does not allow it)"
+    if isinstance(exc, errors.ExecCredentialRefused):
+        return f"unauthorized: {exc.message}"
     if isinstance(exc, errors.Unauthorized):
         return "unauthorized (your credentials were refused)"
     if isinstance(exc, errors.NotFound):
@@ -121,3 +123,28 @@ async def annotate(kube: client.Kube, *, namespace: str, name: str, key: str, va
     except errors.KubeError as exc:
         return Denied(f"patch SecretSync {namespace}/{name}", _why(exc))
     return None
+
+
+CLUSTER_SECRET_SYNCS: Final = "clustersecretsyncs"
+CLUSTER_EVENTS_NAMESPACE: Final = "default"
+"""Where Events about a cluster-scoped object are (the operator posts them there, as kubectl's
+``describe`` looks for them)."""
+
+
+async def list_cluster_syncs(kube: client.Kube) -> list[dict[str, Any]] | Denied:
+    """Every ClusterSecretSync (cluster-scoped: an admin's read)."""
+    found: list[dict[str, Any]] = []
+    try:
+        path = customresources.collection_path(CLUSTER_SECRET_SYNCS, namespace=None)
+        async for items, _ in watching.list_pages(kube, path=path):
+            found.extend(items)
+        return found
+    except errors.KubeError as exc:
+        return Denied("list ClusterSecretSyncs", _why(exc))
+
+
+async def get_cluster_sync(kube: client.Kube, *, name: str) -> dict[str, Any] | Denied:
+    try:
+        return await kube.request("GET", _path(CLUSTER_SECRET_SYNCS, namespace=None, name=name))
+    except errors.KubeError as exc:
+        return Denied(f"get ClusterSecretSync {name}", _why(exc))

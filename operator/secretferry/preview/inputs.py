@@ -82,6 +82,9 @@ async def fetch_sync(kube: client.Kube, *, namespace: str, name: str) -> secrets
         body = await kube.request("GET", path)
     except errors.NotFound:
         raise InputError(f"SecretSync {namespace}/{name} does not exist") from None
+    except (errors.CredentialPluginFailed, errors.ExecCredentialRefused) as exc:
+        # The user's exec plugin: its own words say what to do (log in again, install it).
+        raise InputError(f"reading SecretSync {namespace}/{name}: {exc.message}") from None
     except errors.KubeError as exc:
         raise InputError(f"reading SecretSync {namespace}/{name}: {exc.reason} ({exc.status})") from None
     return parse_sync(body, namespace=namespace)

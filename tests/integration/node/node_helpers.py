@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from secretferry.devcluster.cluster import ControlPlane
+from secretferry.devcluster.operator_pod import OperatorPod
+from secretferry.devserver.testing import DevServer
 
 _OPERATOR_TESTS = str(Path(__file__).resolve().parents[1] / "operator")
 
@@ -41,3 +48,60 @@ def checked_again(operator: Any) -> bool:
         for family in text_string_to_metric_families(metrics)
         for sample in family.samples
     )
+
+
+@contextlib.contextmanager
+def installed_operator(
+    cp: ControlPlane,
+    service: DevServer,
+    *,
+    workdir: Path,
+    release: str = "secretferry",
+    namespace: str = "secretferry-system",
+    uninstall_if: Callable[[OperatorPod], bool] = lambda pod: True,
+) -> Iterator[OperatorPod]:
+    """The chart installed with the operator image (``FAST_ENV``), talking to ``service``;
+    uninstalled afterwards when ``uninstall_if(pod)`` (a test that uninstalls it itself says so)."""
+    pod = OperatorPod(
+        cp,
+        workdir=workdir,
+        default_host_api=service.base_url,
+        release=release,
+        namespace=namespace,
+        values={"extraEnv": FAST_ENV},
+    )
+    pod.install()
+    try:
+        yield pod
+    finally:
+        if uninstall_if(pod):
+            pod.uninstall()
+
+
+@contextlib.contextmanager
+def synced_namespace(
+    cp: ControlPlane,
+    service: DevServer,
+    *,
+    prefix: str,
+    path: str,
+    values: Mapping[str, str],
+    sync: str,
+    refresh: str = "3h",
+) -> Iterator[str]:
+    """A new namespace ``<prefix>-<random>`` with a Kubernetes-auth identity and SecretSync ``sync``
+    of ``path`` (set to ``values`` first), once it is Synced; deleted afterwards, without waiting.
+
+    ``refresh``: 3h by default, far beyond any test, so only the event stream explains a change."""
+    harness = operator_harness()
+    namespace = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    cp.kubectl("create", "namespace", namespace)
+    for key, value in values.items():
+        service.set_secret(harness.PROJECT_ID, "dev", path, key, value)
+    harness.kubernetes_identity(cp, namespace)
+    harness.secret_sync(cp, namespace, sync, sources=[harness.source(path)], refreshInterval=refresh)
+    harness.wait_reason(cp, namespace, sync, "Synced", timeout=90)
+    try:
+        yield namespace
+    finally:
+        cp.kubectl("delete", "namespace", namespace, "--wait=false", check=False)

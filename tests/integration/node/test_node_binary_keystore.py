@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from node_helpers import FAST_ENV, operator_harness
+from node_helpers import installed_operator, operator_harness
 
 from secretferry.devcluster import images
 from secretferry.devcluster.cluster import ControlPlane
@@ -59,17 +59,10 @@ sha256sum {MOUNT}/keystore.p12
 def operator(
     node_cluster: ControlPlane, node_service: DevServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorPod]:
-    pod = OperatorPod(
-        node_cluster,
-        workdir=tmp_path_factory.mktemp("operator-pod-binary"),
-        default_host_api=node_service.base_url,
-        values={"extraEnv": FAST_ENV},
-    )
-    pod.install()
-    try:
+    with installed_operator(
+        node_cluster, node_service, workdir=tmp_path_factory.mktemp("operator-pod-binary")
+    ) as pod:
         yield pod
-    finally:
-        pod.uninstall()
 
 
 def opener_pod(namespace: str, secret: str) -> dict[str, Any]:

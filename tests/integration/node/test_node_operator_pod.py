@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import datetime
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from node_helpers import FAST_ENV, checked_again, operator_harness
+from node_helpers import checked_again, installed_operator, operator_harness, synced_namespace
 
 from secretferry.devcluster import consumer
 from secretferry.devcluster.cluster import ControlPlane
@@ -37,39 +36,25 @@ IN_CLUSTER_DNS_FAILURES = ("kubernetes.default.svc:", "ClientConnectorDNSError",
 def operator(
     node_cluster: ControlPlane, node_service: DevServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorPod]:
-    pod = OperatorPod(
-        node_cluster,
-        workdir=tmp_path_factory.mktemp("operator-pod"),
-        default_host_api=node_service.base_url,
-        values={"extraEnv": FAST_ENV},
-    )
-    pod.install()
-    try:
+    with installed_operator(
+        node_cluster, node_service, workdir=tmp_path_factory.mktemp("operator-pod")
+    ) as pod:
         yield pod
-    finally:
-        pod.uninstall()
 
 
 @pytest.fixture(scope="module")
 def synced(node_cluster: ControlPlane, node_service: DevServer, operator: OperatorPod) -> Iterator[str]:
     """A namespace with a Kubernetes-auth identity and SecretSync ``app-config`` → Secret ``app-config``."""
-    namespace = f"node-{uuid.uuid4().hex[:8]}"
-    node_cluster.kubectl("create", "namespace", namespace)
-    node_service.set_secret(harness.PROJECT_ID, "dev", "/node", "DB_HOST", "db-one.node.example")
-    node_service.set_secret(harness.PROJECT_ID, "dev", "/node", "DB_PASSWORD", "node-pass-original-1")
-    harness.kubernetes_identity(node_cluster, namespace)
-    harness.secret_sync(
+    with synced_namespace(
         node_cluster,
-        namespace,
-        "app-config",
-        sources=[harness.source("/node")],
-        refreshInterval=HOURS,
-    )
-    harness.wait_reason(node_cluster, namespace, "app-config", "Synced", timeout=90)
-    try:
+        node_service,
+        prefix="node",
+        path="/node",
+        values={"DB_HOST": "db-one.node.example", "DB_PASSWORD": "node-pass-original-1"},
+        sync="app-config",
+        refresh=HOURS,
+    ) as namespace:
         yield namespace
-    finally:
-        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 def _pod_age_seconds(pod: dict[str, Any]) -> float:

@@ -14,12 +14,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from node_helpers import FAST_ENV, operator_harness
+from node_helpers import installed_operator, operator_harness, synced_namespace
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_pod import OperatorPod
@@ -36,33 +35,27 @@ LOGIN_LATENCY_MS = 4000  # above the start-up's 2 s login head start: it then li
 def operator(
     node_cluster: ControlPlane, node_service: DevServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorPod]:
-    pod = OperatorPod(
+    with installed_operator(
         node_cluster,
+        node_service,
         workdir=tmp_path_factory.mktemp("readiness-pod"),
-        default_host_api=node_service.base_url,
         release="sf-ready",
         namespace="secretferry-ready",
-        values={"extraEnv": FAST_ENV},
-    )
-    pod.install()
-    try:
+    ) as pod:
         yield pod
-    finally:
-        pod.uninstall()
 
 
 @pytest.fixture(scope="module")
 def synced(node_cluster: ControlPlane, node_service: DevServer, operator: OperatorPod) -> Iterator[str]:
-    namespace = f"ready-{uuid.uuid4().hex[:8]}"
-    node_cluster.kubectl("create", "namespace", namespace)
-    node_service.set_secret(harness.PROJECT_ID, "dev", PATH, "API_URL", "https://one.readiness.example")
-    harness.kubernetes_identity(node_cluster, namespace)
-    harness.secret_sync(node_cluster, namespace, "app", sources=[harness.source(PATH)], refreshInterval="3h")
-    harness.wait_reason(node_cluster, namespace, "app", "Synced", timeout=90)
-    try:
+    with synced_namespace(
+        node_cluster,
+        node_service,
+        prefix="ready",
+        path=PATH,
+        values={"API_URL": "https://one.readiness.example"},
+        sync="app",
+    ) as namespace:
         yield namespace
-    finally:
-        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,11 @@ them; a later install takes over again without a write.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from node_helpers import FAST_ENV, checked_again, operator_harness
+from node_helpers import checked_again, installed_operator, operator_harness, synced_namespace
 
 from secretferry.devcluster import consumer
 from secretferry.devcluster.cluster import ControlPlane
@@ -35,20 +34,16 @@ def operator(
 ) -> Iterator[OperatorPod]:
     # A release and namespace of its own: the other node modules' releases are gone by now, but
     # nothing here should depend on that.
-    pod = OperatorPod(
+    with installed_operator(
         node_cluster,
+        node_service,
         workdir=tmp_path_factory.mktemp("lifecycle-pod"),
-        default_host_api=node_service.base_url,
         release="sf-lifecycle",
         namespace="secretferry-lifecycle",
-        values={"extraEnv": FAST_ENV},
-    )
-    pod.install()
-    try:
+        # the test uninstalls it itself; a failure before that must not leave it behind
+        uninstall_if=lambda pod: bool(pod.pods()) or _release_installed(pod),
+    ) as pod:
         yield pod
-    finally:
-        if pod.pods() or _release_installed(pod):
-            pod.uninstall()
 
 
 def _release_installed(pod: OperatorPod) -> bool:
@@ -57,19 +52,16 @@ def _release_installed(pod: OperatorPod) -> bool:
 
 @pytest.fixture(scope="module")
 def synced(node_cluster: ControlPlane, node_service: DevServer, operator: OperatorPod) -> Iterator[str]:
-    namespace = f"life-{uuid.uuid4().hex[:8]}"
-    node_cluster.kubectl("create", "namespace", namespace)
-    node_service.set_secret(harness.PROJECT_ID, "dev", PATH, "API_URL", "https://api-one.lifecycle.example")
-    node_service.set_secret(harness.PROJECT_ID, "dev", PATH, "API_KEY", "lifecycle-key-original-1")
-    harness.kubernetes_identity(node_cluster, namespace)
-    harness.secret_sync(
-        node_cluster, namespace, "app-config", sources=[harness.source(PATH)], refreshInterval=HOURS
-    )
-    harness.wait_reason(node_cluster, namespace, "app-config", "Synced", timeout=90)
-    try:
+    with synced_namespace(
+        node_cluster,
+        node_service,
+        prefix="life",
+        path=PATH,
+        values={"API_URL": "https://api-one.lifecycle.example", "API_KEY": "lifecycle-key-original-1"},
+        sync="app-config",
+        refresh=HOURS,
+    ) as namespace:
         yield namespace
-    finally:
-        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 def _secret(cp: ControlPlane, namespace: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import tenant
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -33,12 +33,27 @@ def reviewer_token(control_plane: ControlPlane) -> str:
 def service(
     control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DevServer]:
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
+    with harness.dev_server(
+        control_plane,
+        reviewer_token=reviewer_token,
         data_dir=tmp_path_factory.mktemp("devserver"),
         extra_args=["--heartbeat-seconds", "1", "--recheck-seconds", "2"],
     ) as server:
-        harness.record_values(server)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def no_events_service(
+    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DevServer]:
+    """A dev server whose plan has no event subscriptions (``--no-events-plan``): polling and
+    webhooks are the only ways a change arrives (each module that asks gets its own)."""
+    with harness.dev_server(
+        control_plane,
+        reviewer_token=reviewer_token,
+        data_dir=tmp_path_factory.mktemp("devserver-noevents"),
+        extra_args=["--no-events-plan"],
+    ) as server:
         yield server
 
 

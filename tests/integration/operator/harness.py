@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
-from secretferry.devserver.testing import DevServer, kubernetes_auth
+from secretferry.devserver.testing import DevServer, kubernetes_auth, run_dev_server
 
 # One polling helper for every integration test; re-exported for the operator and chart tests.
 from waiting import eventually as eventually
@@ -237,6 +239,19 @@ def record_values(server: DevServer) -> None:
         return original(project_id, env, path, key, value, **extra)
 
     server.set_secret = recording  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def dev_server(
+    cp: ControlPlane, *, reviewer_token: str, data_dir: Path, extra_args: Sequence[str] = ()
+) -> Iterator[DevServer]:
+    """The dev server with this module's ``seed`` for ``cp``, every value it is given recorded
+    (``record_values``): what each test module's dev-server fixture starts, with its own flags."""
+    with run_dev_server(
+        seed=seed(cp, reviewer_token=reviewer_token), data_dir=data_dir, extra_args=extra_args
+    ) as server:
+        record_values(server)
+        yield server
 
 
 def _kubectl_all(cp: ControlPlane, *resources: str) -> str:

@@ -246,13 +246,35 @@ def _ready_reason(cp: ControlPlane, doc: dict[str, Any]) -> str:
     return f"{ready.get('status')}/{ready.get('reason')}"
 
 
+def _remove_examples(cp: ControlPlane, files: list[Path]) -> None:
+    """Take every example away again, while this module's operator still runs (it clears its own
+    finalizers), and wait until they are gone: the examples live in fixed namespaces and include
+    cluster-scoped objects (a ClusterMachineIdentity, a ClusterSecretSync selecting namespaces by
+    label, a TemporaryPrivilege), which every later test's operator would otherwise find and serve
+    against its own dev server (logins, lists and streams that test never made)."""
+    for path in reversed(files):
+        if path.name != "namespaces.yaml":
+            cp.kubectl_run("delete", "--ignore-not-found", "--wait=true", "--timeout=90s", "-f", str(path))
+    namespaces = [d["metadata"]["name"] for d in documents(EXAMPLES / "namespaces.yaml")]
+    cp.kubectl_run(
+        "delete", "namespace", "--ignore-not-found", "--wait=true", "--timeout=120s", *namespaces, "payments"
+    )
+
+
 def test_examples_show_no_server_side_drift(control_plane: ControlPlane, operator: OperatorProcess) -> None:
     cp = control_plane
-    _payments_identity(cp)
     files = manifests()
     assert len(files) >= 14, [f.name for f in files]  # every example, none forgotten
-    for path in files:
-        cp.kubectl("apply", "--server-side", f"--field-manager={MANAGER}", "-f", str(path))
+    try:
+        _payments_identity(cp)
+        for path in files:
+            cp.kubectl("apply", "--server-side", f"--field-manager={MANAGER}", "-f", str(path))
+        _check_examples(cp, files)
+    finally:
+        _remove_examples(cp, files)
+
+
+def _check_examples(cp: ControlPlane, files: list[Path]) -> None:
 
     ours = [d for path in files for d in documents(path) if d["apiVersion"].startswith(GROUP + "/")]
     assert len(ours) >= 20

@@ -15,7 +15,7 @@ from harness import IDENTITY_ID, PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.operator_process import OperatorProcess
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -25,12 +25,12 @@ def service(
     control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DevServer]:
     """This module's dev server answers expired tokens 403 TokenError (the other variant)."""
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
+    with harness.dev_server(
+        control_plane,
+        reviewer_token=reviewer_token,
         data_dir=tmp_path_factory.mktemp("devserver-faults"),
         extra_args=["--token-error-status", "403", "--heartbeat-seconds", "1"],
     ) as server:
-        harness.record_values(server)
         yield server
 
 

@@ -8,14 +8,13 @@ operator may be reconciling the same objects at the same time (they would fight 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import harness
 import pytest
 from harness import PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer
 
 pytestmark = pytest.mark.integration
 HOURS = "3h"
@@ -28,19 +27,6 @@ def _metric(text: str, name: str) -> float:
 def _streaming(cp: ControlPlane, namespace: str, name: str = "app") -> bool:
     obj = harness.get(cp, "secretsync", name, namespace) or {}
     return (obj.get("status") or {}).get("updateMode") == "Streaming"
-
-
-@pytest.fixture(scope="module")
-def no_events_service(
-    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevServer]:
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
-        data_dir=tmp_path_factory.mktemp("devserver-noevents"),
-        extra_args=["--no-events-plan"],
-    ) as server:
-        harness.record_values(server)
-        yield server
 
 
 def test_a_plan_without_events_falls_back_to_polling(

@@ -18,7 +18,7 @@ import pytest
 from harness import PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer
 
 pytestmark = pytest.mark.integration
 V3 = "/api/v3/secrets/raw"
@@ -28,12 +28,12 @@ V3 = "/api/v3/secrets/raw"
 def old_service(
     control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DevServer]:
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
+    with harness.dev_server(
+        control_plane,
+        reviewer_token=reviewer_token,
         data_dir=tmp_path_factory.mktemp("devserver-no-v4"),
         extra_args=["--no-v4", "--heartbeat-seconds", "1"],
     ) as server:
-        harness.record_values(server)
         yield server
 
 

@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import harness
-import httpx
 import pytest
 import tenant
+import webhook_sender
 from harness import OPERATOR_NAMESPACE, PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
 from secretferry.devcluster.net import free_port
 from secretferry.devcluster.operator_process import OperatorProcess
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer
 from secretferry.models import labels
 from secretferry.service import webhook_signature as sig
 
@@ -36,69 +32,14 @@ KEY = "webhook-relay-signing-key"
 HOURS = "3h"
 
 
-@pytest.fixture(scope="module")
-def no_events_service(
-    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevServer]:
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
-        data_dir=tmp_path_factory.mktemp("devserver-webhook-relay"),
-        extra_args=["--no-events-plan"],
-    ) as server:
-        harness.record_values(server)
-        yield server
-
-
-def _post(url: str, body: bytes, header: str) -> int:
-    request = urllib.request.Request(
-        url, data=body, headers={"Content-Type": "application/json", sig.HEADER: header}, method="POST"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-
-
-def _body(path: str) -> tuple[bytes, int]:
-    now_ms = time.time_ns() // 1_000_000
-    doc = {
-        "event": "secrets.modified",
-        "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
-        "timestamp": now_ms,
-    }
-    return json.dumps(doc, separators=(",", ":")).encode(), now_ms
-
-
 def _metric(op: OperatorProcess, result: str) -> float:
-    prefix = f'secretferry_webhook_requests_total{{result="{result}"}}'
-    return sum(float(line.rsplit(" ", 1)[1]) for line in op.metrics().splitlines() if line.startswith(prefix))
+    return webhook_sender.requests_counted(op.metrics(), result)
 
 
 def _lease(cp: ControlPlane, name: str) -> dict[str, Any]:
     out = cp.kubectl("get", "lease", name, "-n", OPERATOR_NAMESPACE, "-o", "json", check=False)
     lease: dict[str, Any] = json.loads(out) if out.strip().startswith("{") else {}
     return lease
-
-
-def _register(service: DevServer, *, url: str, path: str) -> None:
-    login = httpx.post(
-        f"{service.base_url}/api/v1/auth/universal-auth/login",
-        json={"clientId": "test-client", "clientSecret": "test-client-secret"},
-    )
-    token = login.json()["accessToken"]
-    created = httpx.post(
-        f"{service.base_url}/api/v1/webhooks",
-        json={
-            "projectId": PROJECT_ID,
-            "environment": "dev",
-            "secretPath": path,
-            "webhookUrl": url,
-            "webhookSecretKey": KEY,
-        },
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert created.status_code == 200, created.text
 
 
 def test_a_webhook_sent_to_the_standby_reaches_the_secret_through_the_leader(
@@ -109,8 +50,7 @@ def test_a_webhook_sent_to_the_standby_reaches_the_secret_through_the_leader(
     hostile: tenant.Tenant,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    keyfile: Path = tmp_path_factory.mktemp("webhook-relay-key") / "signing-key"
-    keyfile.write_text(KEY + "\n")
+    keyfile = webhook_sender.key_file(tmp_path_factory.mktemp("webhook-relay-key"), KEY)
     logs = tmp_path_factory.mktemp("op-webhook-relay")
     lease = f"secretferry-relay-{namespace}"[:63]
     ports = {"a": free_port(), "b": free_port()}
@@ -151,8 +91,8 @@ def test_a_webhook_sent_to_the_standby_reaches_the_secret_through_the_leader(
 
         # The standby knows the leader once it has read the Lease: a signed probe is relayed (202).
         def relayed_probe() -> bool:
-            body, now_ms = _body(path)
-            return _post(standby_url, body, sig.header_value(body, KEY, now_ms)) == 202
+            body, now_ms = webhook_sender.body(path)
+            return webhook_sender.post(standby_url, body, sig.header_value(body, KEY, now_ms)) == 202
 
         eventually(relayed_probe, what="the standby relays to the leader")
 
@@ -160,14 +100,14 @@ def test_a_webhook_sent_to_the_standby_reaches_the_secret_through_the_leader(
         time.sleep(1.0)
         lists_before = no_events_service.stats()["listSecrets"]
         forged_at_leader = _metric(leader, sig.FORGED)
-        body, now_ms = _body(path)
-        assert _post(standby_url, body, sig.header_value(body, "guessed-key", now_ms)) == 401
+        body, now_ms = webhook_sender.body(path)
+        assert webhook_sender.post(standby_url, body, sig.header_value(body, "guessed-key", now_ms)) == 401
         time.sleep(1.0)
         assert no_events_service.stats()["listSecrets"] == lists_before
         assert _metric(leader, sig.FORGED) == forged_at_leader
 
         # The service's webhook goes to the standby only; the change still arrives.
-        _register(no_events_service, url=standby_url, path=path)
+        webhook_sender.register(no_events_service, url=standby_url, path=path, key=KEY)
         accepted_at_leader = _metric(leader, sig.OK)
         started = time.monotonic()
         no_events_service.set_secret(PROJECT_ID, "dev", path, "K", "relay-value-2")
@@ -192,8 +132,8 @@ def test_a_webhook_sent_to_the_standby_reaches_the_secret_through_the_leader(
                 with pytest.raises(RuntimeError, match=r"(?i)forbidden"):
                     hostile.kubectl(*attempt, "-n", OPERATOR_NAMESPACE)
             assert not hostile.can("update", "leases")  # nor a Lease of its own namespace would count
-            body, now_ms = _body(path)
-            assert _post(standby_url, body, sig.header_value(body, KEY, now_ms)) == 202
+            body, now_ms = webhook_sender.body(path)
+            assert webhook_sender.post(standby_url, body, sig.header_value(body, KEY, now_ms)) == 202
             assert spy.received == []
     finally:
         if standby is not None:

@@ -8,78 +8,21 @@ nothing (the service's list count is unchanged); both are counted in the metric.
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import harness
-import httpx
 import pytest
+import webhook_sender
 from harness import PROJECT_ID, eventually, secret_data, source
 
 from secretferry.devcluster.cluster import ControlPlane
-from secretferry.devcluster.net import free_port
-from secretferry.devserver.testing import DevServer, run_dev_server
+from secretferry.devserver.testing import DevServer
 from secretferry.service import webhook_signature as sig
 
 pytestmark = pytest.mark.integration
 KEY = "webhook-signing-key-for-tests"
 HOURS = "3h"  # no resync during the test: only the webhook can bring the change
-
-
-@pytest.fixture(scope="module")
-def no_events_service(
-    control_plane: ControlPlane, reviewer_token: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevServer]:
-    with run_dev_server(
-        seed=harness.seed(control_plane, reviewer_token=reviewer_token),
-        data_dir=tmp_path_factory.mktemp("devserver-webhooks"),
-        extra_args=["--no-events-plan"],
-    ) as server:
-        harness.record_values(server)
-        yield server
-
-
-def _metric(text: str, result: str) -> float:
-    prefix = f'secretferry_webhook_requests_total{{result="{result}"}}'
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
-
-
-def _register(service: DevServer, *, url: str, path: str) -> None:
-    login = httpx.post(
-        f"{service.base_url}/api/v1/auth/universal-auth/login",
-        json={"clientId": "test-client", "clientSecret": "test-client-secret"},
-    )
-    token = login.json()["accessToken"]
-    created = httpx.post(
-        f"{service.base_url}/api/v1/webhooks",
-        json={
-            "projectId": PROJECT_ID,
-            "environment": "dev",
-            "secretPath": path,
-            "webhookUrl": url,
-            "webhookSecretKey": KEY,
-        },
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert created.status_code == 200, created.text
-
-
-def _post(url: str, body: bytes, header: str | None, *, forwarded_for: str | None = None) -> int:
-    headers = {"Content-Type": "application/json"}
-    if forwarded_for is not None:
-        headers["X-Forwarded-For"] = forwarded_for
-    if header is not None:
-        headers[sig.HEADER] = header
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
 
 
 def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing(
@@ -89,16 +32,8 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
     namespace: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    keyfile: Path = tmp_path_factory.mktemp("webhook-key") / "signing-key"
-    keyfile.write_text(KEY + "\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/webhook"
-    op = harness.start_operator(
-        control_plane,
-        no_events_service,
-        tmp_path_factory.mktemp("op-webhooks") / "operator.log",
-        SECRETFERRY_WEBHOOK_PORT=str(port),
-        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+    op, url = webhook_sender.start_receiving_operator(
+        control_plane, no_events_service, tmp_path_factory.mktemp("op-webhooks"), key=KEY
     )
     try:
         path = f"/{namespace}"
@@ -109,27 +44,19 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
             lambda: secret_data(control_plane, namespace, "app") == {"K": "webhook-value-1"},
             what="first sync",
         )
-        _register(no_events_service, url=url, path=f"{path}/**")
-        _register(no_events_service, url=url, path=path)
+        webhook_sender.register(no_events_service, url=url, path=f"{path}/**", key=KEY)
+        webhook_sender.register(no_events_service, url=url, path=path, key=KEY)
 
         # A forged request (signed with a guessed key) and an unsigned one: refused, no list.
         time.sleep(1.0)  # let the first sync's lists settle
         lists_before = no_events_service.stats()["listSecrets"]
-        now_ms = time.time_ns() // 1_000_000
-        body = json.dumps(
-            {
-                "event": "secrets.modified",
-                "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
-                "timestamp": now_ms,
-            },
-            separators=(",", ":"),
-        ).encode()
-        assert _post(url, body, sig.header_value(body, "guessed-key", now_ms)) == 401
-        assert _post(url, body, None) == 401
+        body, now_ms = webhook_sender.body(path)
+        assert webhook_sender.post(url, body, sig.header_value(body, "guessed-key", now_ms)) == 401
+        assert webhook_sender.post(url, body, None) == 401
         # A genuinely signed request, but 10 minutes old (a replay): refused too.
         old_ms = now_ms - 600_000
         old = body.replace(str(now_ms).encode(), str(old_ms).encode())
-        assert _post(url, old, sig.header_value(old, KEY, old_ms)) == 401
+        assert webhook_sender.post(url, old, sig.header_value(old, KEY, old_ms)) == 401
         time.sleep(1.0)
         assert no_events_service.stats()["listSecrets"] == lists_before
         assert secret_data(control_plane, namespace, "app") == {"K": "webhook-value-1"}
@@ -146,10 +73,8 @@ def test_a_change_reaches_the_secret_by_webhook_and_a_forged_one_changes_nothing
         print(f"change -> Secret by webhook: {latency * 1000:.0f} ms")
 
         metrics = op.metrics()
-        assert _metric(metrics, sig.FORGED) >= 1
-        assert _metric(metrics, sig.MISSING) >= 1
-        assert _metric(metrics, sig.STALE) >= 1
-        assert _metric(metrics, sig.OK) >= 1
+        for result in (sig.FORGED, sig.MISSING, sig.STALE, sig.OK):
+            assert webhook_sender.requests_counted(metrics, result) >= 1, result
     finally:
         op.stop()
     harness.assert_no_values_leaked(control_plane, op)
@@ -172,16 +97,11 @@ def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
 ) -> None:
     """10,000 forged requests (the rate limit raised so that every one is HMAC-checked: the
     expensive case), a real change in the middle: lists caused, memory, the change's latency."""
-    keyfile: Path = tmp_path_factory.mktemp("webhook-key-flood") / "signing-key"
-    keyfile.write_text(KEY + "\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/webhook"
-    op = harness.start_operator(
+    op, url = webhook_sender.start_receiving_operator(
         control_plane,
         no_events_service,
-        tmp_path_factory.mktemp("op-webhook-flood") / "operator.log",
-        SECRETFERRY_WEBHOOK_PORT=str(port),
-        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+        tmp_path_factory.mktemp("op-webhook-flood"),
+        key=KEY,
         SECRETFERRY_WEBHOOK_RATE_PER_SECOND="100000",
         SECRETFERRY_WEBHOOK_BURST="100000",
     )
@@ -193,23 +113,14 @@ def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
         eventually(
             lambda: secret_data(control_plane, namespace, "app") == {"K": "flood-value-1"}, what="first sync"
         )
-        _register(no_events_service, url=url, path=path)
+        webhook_sender.register(no_events_service, url=url, path=path, key=KEY)
         time.sleep(1.0)
         lists_before = no_events_service.stats()["listSecrets"]
         rss_before = _rss_kib(op.pid)
 
         def forged(i: int) -> int:
-            now_ms = time.time_ns() // 1_000_000
-            body = json.dumps(
-                {
-                    "event": "secrets.modified",
-                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
-                    "timestamp": now_ms,
-                    "n": i,
-                },
-                separators=(",", ":"),
-            ).encode()
-            return _post(url, body, sig.header_value(body, f"guess-{i}", now_ms))
+            body, now_ms = webhook_sender.body(path, n=i)
+            return webhook_sender.post(url, body, sig.header_value(body, f"guess-{i}", now_ms))
 
         total = 10_000
         started = time.monotonic()
@@ -237,21 +148,13 @@ def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
         )
         # The real change costs its own list(s) (its webhook, debounced), nothing for the flood.
         assert lists_after - lists_mid <= 2
-        assert _metric(op.metrics(), sig.FORGED) >= total
+        assert webhook_sender.requests_counted(op.metrics(), sig.FORGED) >= total
 
         # A storm of 1,000 *valid* webhooks for the one scope: lists stay within one per debounce
         # window (10 ms by default) plus the leading edge.
         def valid(i: int) -> int:
-            now_ms = time.time_ns() // 1_000_000
-            body = json.dumps(
-                {
-                    "event": "secrets.modified",
-                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
-                    "timestamp": now_ms,
-                },
-                separators=(",", ":"),
-            ).encode()
-            return _post(url, body, sig.header_value(body, KEY, now_ms))
+            body, now_ms = webhook_sender.body(path)
+            return webhook_sender.post(url, body, sig.header_value(body, KEY, now_ms))
 
         storm_lists_before = no_events_service.stats()["listSecrets"]
         storm_started = time.monotonic()
@@ -271,6 +174,11 @@ def test_a_forged_flood_causes_no_list_and_a_real_change_still_arrives(
     harness.assert_no_values_leaked(control_plane, op)
 
 
+def _over_rate(metrics: str) -> float:
+    prefix = "secretferry_webhook_over_rate_verified_total "
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(prefix))
+
+
 def test_a_forged_flood_from_the_services_own_address_does_not_starve_its_webhook(
     control_plane: ControlPlane,
     crds: None,
@@ -283,16 +191,8 @@ def test_a_forged_flood_from_the_services_own_address_does_not_starve_its_webhoo
     so it empties the bucket they share. The real change written in the middle still arrives by
     its webhook: past the bucket, small requests are verified from the shared budget
     (reconcile/webhook_admission.py), so the genuine one is accepted among the forged ones."""
-    keyfile: Path = tmp_path_factory.mktemp("webhook-key-same-source") / "signing-key"
-    keyfile.write_text(KEY + "\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/webhook"
-    op = harness.start_operator(
-        control_plane,
-        no_events_service,
-        tmp_path_factory.mktemp("op-webhook-same-source") / "operator.log",
-        SECRETFERRY_WEBHOOK_PORT=str(port),
-        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+    op, url = webhook_sender.start_receiving_operator(
+        control_plane, no_events_service, tmp_path_factory.mktemp("op-webhook-same-source"), key=KEY
     )
     try:
         path = f"/{namespace}-same-source"
@@ -302,24 +202,15 @@ def test_a_forged_flood_from_the_services_own_address_does_not_starve_its_webhoo
         eventually(
             lambda: secret_data(control_plane, namespace, "app") == {"K": "same-source-1"}, what="first sync"
         )
-        _register(no_events_service, url=url, path=path)
+        webhook_sender.register(no_events_service, url=url, path=path, key=KEY)
         time.sleep(1.0)
         lists_before = no_events_service.stats()["listSecrets"]
         over_rate_before = _over_rate(op.metrics())
-
         answered_at: list[float] = []
 
         def forged(i: int) -> int:
-            now_ms = time.time_ns() // 1_000_000
-            body = json.dumps(
-                {
-                    "event": "secrets.modified",
-                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
-                    "timestamp": now_ms,
-                },
-                separators=(",", ":"),
-            ).encode()
-            status = _post(url, body, sig.header_value(body, f"guess-{i}", now_ms))
+            body, now_ms = webhook_sender.body(path)
+            status = webhook_sender.post(url, body, sig.header_value(body, f"guess-{i}", now_ms))
             answered_at.append(time.monotonic())
             return status
 
@@ -344,9 +235,9 @@ def test_a_forged_flood_from_the_services_own_address_does_not_starve_its_webhoo
         answers = {status: (first + second).count(status) for status in set(first + second)}
         print(
             f"same-source flood: {total} forged from the webhooks' own address in {flood_seconds:.1f} s,"
-            f" answers {answers};"
-            f" verified past the bucket {_over_rate(metrics) - over_rate_before:.0f}; lists before the"
-            f" change {lists_mid - lists_before}; real change during the flood: {latency * 1000:.0f} ms"
+            f" answers {answers}; verified past the bucket {_over_rate(metrics) - over_rate_before:.0f};"
+            f" lists before the change {lists_mid - lists_before}; real change during the flood:"
+            f" {latency * 1000:.0f} ms"
         )
         assert max(answered_at) > arrived_at, "the flood ended before the change arrived: proves nothing"
         assert lists_mid == lists_before  # the forgeries caused no list
@@ -357,11 +248,6 @@ def test_a_forged_flood_from_the_services_own_address_does_not_starve_its_webhoo
     finally:
         op.stop()
     harness.assert_no_values_leaked(control_plane, op)
-
-
-def _over_rate(text: str) -> float:
-    prefix = "secretferry_webhook_over_rate_verified_total "
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
 
 
 def test_behind_a_trusted_proxy_a_flood_is_counted_in_its_own_bucket(
@@ -375,16 +261,11 @@ def test_behind_a_trusted_proxy_a_flood_is_counted_in_its_own_bucket(
     off: a flood "through the Ingress" whose clients claim to be the service (a spoofed left entry)
     is counted in the attacker's bucket (the right-most entry, which the proxy appends) and refused
     429 there; the dev server's webhook (no header: the peer's own bucket) still brings the change."""
-    keyfile: Path = tmp_path_factory.mktemp("webhook-key-xff") / "signing-key"
-    keyfile.write_text(KEY + "\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/webhook"
-    op = harness.start_operator(
+    op, url = webhook_sender.start_receiving_operator(
         control_plane,
         no_events_service,
-        tmp_path_factory.mktemp("op-webhook-xff") / "operator.log",
-        SECRETFERRY_WEBHOOK_PORT=str(port),
-        SECRETFERRY_WEBHOOK_SIGNING_KEY_FILE=str(keyfile),
+        tmp_path_factory.mktemp("op-webhook-xff"),
+        key=KEY,
         SECRETFERRY_WEBHOOK_TRUSTED_PROXIES="127.0.0.0/8",
         SECRETFERRY_WEBHOOK_OVER_RATE_VERIFY_PER_SECOND="0",
     )
@@ -396,25 +277,17 @@ def test_behind_a_trusted_proxy_a_flood_is_counted_in_its_own_bucket(
         eventually(
             lambda: secret_data(control_plane, namespace, "app") == {"K": "xff-value-1"}, what="first sync"
         )
-        _register(no_events_service, url=url, path=path)
+        webhook_sender.register(no_events_service, url=url, path=path, key=KEY)
         time.sleep(1.0)
         lists_before = no_events_service.stats()["listSecrets"]
-
         answered_at: list[float] = []
+        # the client wrote "127.0.0.1" (the service's address here); the Ingress appended its own
+        spoofed = "127.0.0.1, 203.0.113.66"
 
         def forged(i: int) -> int:
-            now_ms = time.time_ns() // 1_000_000
-            body = json.dumps(
-                {
-                    "event": "secrets.modified",
-                    "project": {"workspaceId": PROJECT_ID, "environment": "dev", "secretPath": path},
-                    "timestamp": now_ms,
-                },
-                separators=(",", ":"),
-            ).encode()
-            # the client wrote "127.0.0.1" (the service's address here); the Ingress appended its own
-            spoofed = "127.0.0.1, 203.0.113.66"
-            status = _post(url, body, sig.header_value(body, f"guess-{i}", now_ms), forwarded_for=spoofed)
+            body, now_ms = webhook_sender.body(path)
+            header = sig.header_value(body, f"guess-{i}", now_ms)
+            status = webhook_sender.post(url, body, header, forwarded_for=spoofed)
             answered_at.append(time.monotonic())
             return status
 

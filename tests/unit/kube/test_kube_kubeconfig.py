@@ -157,7 +157,7 @@ def test_several_files_merge_and_the_first_wins(tmp_path: Path) -> None:
         ({"context": {"cluster": "gone", "user": "u"}}, "cluster 'gone' is not defined"),
         ({"context": {"cluster": "c", "user": "gone"}}, "user 'gone' is not defined"),
         ({"cluster": {"server": ""}}, "has no server"),
-        ({"user": {"exec": {"command": "aws"}}}, "user 'u' authenticates through exec credential plugins"),
+        ({"user": {"exec": {"command": "aws"}}}, "user 'u' authenticates through an exec credential plugin"),
         (
             {"cluster": {"certificate-authority-data": "abc"}},
             "certificate-authority-data is not valid base64",
