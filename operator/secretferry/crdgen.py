@@ -227,6 +227,10 @@ def build_crds() -> list[dict[str, Any]]:
         # ``string``, not ``date``: kubectl prints a ``date`` column as an age and shows
         # ``<invalid>`` for every time in the future, which an expiry always is (issue 21).
         {"name": "Token Expires", "type": "string", "jsonPath": ".status.tokenExpiresAt", "priority": 1},
+        # Open event streams, and (wide) the distinct scopes listed: status.streams and .scopes say
+        # which (reconcile/identity_summary.py).
+        {"name": "Streams", "type": "integer", "jsonPath": ".status.streamsOpen"},
+        {"name": "Scopes", "type": "integer", "jsonPath": ".status.scopeCount", "priority": 1},
         _AGE,
     ]
     return [

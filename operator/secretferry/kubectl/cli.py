@@ -5,8 +5,9 @@ finds it on PATH (kubectl runs any ``kubectl-<name>`` executable as ``kubectl <n
 
     status [-n NS | -A]          one table of every SecretSync: Ready, reason, update mode,
                                  identity, last sync, target
-    why NAME [-n NS]             the Ready message, the update mode and why, the identity's state,
-                                 recent Events
+    why NAME [-n NS]             the Ready message, the update mode and why, each source's scope
+                                 with its last list and its stream (from the identity's status),
+                                 the identity's state, recent Events
     sync NAME... | --identity X  set secretferry.io/force-sync on each (in bulk with --identity)
 
 It works with the user's kubeconfig and RBAC only (connection.py) and never talks to the
@@ -127,8 +128,10 @@ def why(
     max_events: int,
 ) -> None:
     """Everything status and Events say about one SecretSync: the Ready reason and message, the
-    update mode and why (which stream serves it, or why it polls), when it last synced, the
-    identity's Ready state, last login and list route, and the recent Events about it. What your
+    update mode and why (which stream serves it, or why it polls), each source's scope with when
+    it was last listed and its project's stream (from the identity's status), when it last
+    synced, the identity's Ready state, last login, list route and streams, and the recent Events
+    about it. What your
     RBAC does not let you read is named, and the rest is shown."""
     where = namespace or connection.default_namespace(kubeconfig, context=context)
 
