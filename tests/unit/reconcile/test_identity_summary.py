@@ -282,3 +282,66 @@ async def test_stream_manager_summaries_follow_connects_refusals_and_events() ->
     ((found,),) = manager.summaries().values()
     assert found.last_event_at == T0 + timedelta(minutes=3)
     await manager.close()
+
+
+def _scripted(plan: list[str], wall: Wall) -> streams_mod.StreamManager:
+    """A stream manager whose connects follow ``plan``: ``close`` (one message, then the service
+    ends the stream), ``unavailable`` (the host does not answer), then ``hang`` (open, quiet)."""
+    from secretferry.service import errors as service_errors
+    from secretferry.service import events as service_events
+
+    class Opened:
+        async def __aenter__(self) -> Any:
+            step = plan.pop(0) if plan else "hang"
+            if step == "unavailable":
+                raise service_errors.Unavailable("down")
+
+            async def messages() -> Any:
+                if step == "hang":
+                    await asyncio.Event().wait()
+                yield service_events.Heartbeat()
+
+            return messages()
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+    return streams_mod.StreamManager(
+        open_stream=lambda *_a: Opened(),  # type: ignore[arg-type,return-value]
+        on_resync=lambda *_a: None,
+        on_mode=lambda *_a: None,
+        heartbeat_seconds=1000.0,
+        backoff_initial=1.0,
+        backoff_max=1.0,
+        wall=wall,
+    )
+
+
+@pytest.mark.looptime
+async def test_a_healthy_stream_the_service_closes_stays_open_since_its_first_connect() -> None:
+    """A server that ends healthy streams now and then must not flap Open, nor move ``since``."""
+    wall = Wall()
+    manager = _scripted(["close", "close", "close"], wall)
+    await manager.update(IDENTITY, "p1", {_scope("/app")})
+    await asyncio.sleep(0.001)
+    wall.now += timedelta(minutes=5)
+    await asyncio.sleep(10.0)  # three closes and reconnects (backoff at most 1 s)
+    assert manager.stats.connects == 4  # the first, and three after a close
+    ((found,),) = manager.summaries().values()
+    assert (found.state, found.since) == (streams_mod.OPEN, T0)
+    await manager.close()
+
+
+@pytest.mark.looptime
+async def test_a_stream_whose_host_does_not_answer_is_reconnecting_then_open_again() -> None:
+    wall = Wall()
+    manager = _scripted(["unavailable"], wall)
+    await manager.update(IDENTITY, "p1", {_scope("/app")})
+    await asyncio.sleep(0.001)
+    ((found,),) = manager.summaries().values()
+    assert found.state == streams_mod.RECONNECTING and "Unavailable" in found.message
+    wall.now += timedelta(seconds=10)
+    await asyncio.sleep(5.0)  # the next connect holds
+    ((found,),) = manager.summaries().values()
+    assert (found.state, found.since) == (streams_mod.OPEN, T0 + timedelta(seconds=10))
+    await manager.close()
