@@ -108,6 +108,31 @@ async def settle(op: OperatorProcess, at_least: float, *, limit_s: float, quiet:
     return reached
 
 
+_STATUS_RESOURCES = ("secretsyncs", "clustermachineidentities", "machineidentities")
+
+
+async def status_writes(api: Api) -> dict[str, float]:
+    """Status PATCHes the apiserver has answered so far, per resource (its own
+    ``apiserver_request_total``): what the operator's status writes cost the control plane."""
+    async with api.session.get("/metrics") as resp:
+        text = await resp.text()
+    found = dict.fromkeys(_STATUS_RESOURCES, 0.0)
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        head, _, value = line.rpartition(" ")
+        if 'verb="PATCH"' not in head or 'subresource="status"' not in head:
+            continue
+        for resource in _STATUS_RESOURCES:
+            if f'resource="{resource}"' in head:
+                found[resource] += float(value)
+    return found
+
+
+def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, int]:
+    return {k: int(after[k] - before[k]) for k in after}
+
+
 async def run_case(n: int, s: int, args: argparse.Namespace, run: RunInfo) -> dict[str, Any]:
     secrets = [
         {"environment": "dev", "path": scope_path(j), "key": f"KEY_{k}", "value": f"value-{j}-{k}"}
@@ -162,6 +187,7 @@ async def _phases(
     # --- start-up -------------------------------------------------------------------------------
     env.service.reset_stats()
     r["load_start"] = load()
+    writes0 = await status_writes(api)
     t0 = time.monotonic()
     op = await asyncio.to_thread(env.start_operator, "op-start")
     pid = op_pid(op)
@@ -194,6 +220,7 @@ async def _phases(
     stats = env.service.stats()
     r["lists_start"], r["logins_start"] = stats["listSecrets"], stats["logins"]
     r["streams"] = stats["openStreams"]
+    r["status_writes_start"] = _delta(await status_writes(api), writes0)
     log(f"N={n} S={s}: all Ready {fmt_s(r['all_ready'])}, new mid-storm {fmt_ms(r['new_storm'])}")
 
     # --- a new SecretSync once all are Ready ---------------------------------------------------------
@@ -244,12 +271,16 @@ async def _phases(
     await settle(op, total, limit_s=args.timeout)  # includes the observedGeneration status patches
     pid = op_pid(op)
     env.service.reset_stats()
+    writes0 = await status_writes(api)
+    summaries0 = metric(safe_metrics(op), "secretferry_identity_summary_writes_total")
     c0, cpu0, w0 = metric(safe_metrics(op), "secretferry_syncs_total"), cpu_seconds(pid), time.monotonic()
     r["load_periodic"] = load()
     await asyncio.sleep(args.window)
     text = safe_metrics(op)
     c1, cpu1, w1 = metric(text, "secretferry_syncs_total"), cpu_seconds(pid), time.monotonic()
     stats = env.service.stats()
+    r["status_writes_window"] = _delta(await status_writes(api), writes0)
+    r["summary_writes_window"] = metric(text, "secretferry_identity_summary_writes_total") - summaries0
     cycles = (c1 - c0) / total
     r["cycles"] = cycles
     r["lists_window"], r["logins_window"] = stats["listSecrets"], stats["logins"]
@@ -411,6 +442,13 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, run: RunInfo
                 f"{r['peak_rss_periodic']:.0f} MiB, logins {r['logins_window']}, load {r['load_periodic']}"
             )
         print(extra)
+        writes = f"  N={r['N']} S={r['S']}: status PATCHes start {r.get('status_writes_start')}"
+        if "status_writes_window" in r:
+            writes += (
+                f"; periodic window ({args.window:.0f} s, {r['lists_window']} lists):"
+                f" {r['status_writes_window']}, identity summaries {r['summary_writes_window']:.0f}"
+            )
+        print(writes)
 
 
 def main() -> None:

@@ -198,6 +198,10 @@ _IDENTITY_COLUMNS: Final = (
     # ``string``, not ``date``: kubectl prints a ``date`` column as an age and shows
     # ``<invalid>`` for every time in the future, which an expiry always is (issue 21).
     _Column("Token Expires", ".status.tokenExpiresAt", priority=1),
+    # Open event streams, and (wide) the distinct scopes listed: status.streams and .scopes say
+    # which (reconcile/identity_summary.py).
+    _Column("Streams", ".status.streamsOpen", "integer"),
+    _Column("Scopes", ".status.scopeCount", "integer", priority=1),
     _AGE,
 )
 _GENERATOR_COLUMNS: Final = (

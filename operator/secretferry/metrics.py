@@ -49,6 +49,11 @@ def count_list_call(scope: object, outcome: str, endpoint: str) -> None:
     SERVICE_CALLS.labels(endpoint=endpoint, status=outcome).inc()
 
 
+IDENTITY_SUMMARY_WRITES = Counter(
+    "secretferry_identity_summary_writes_total",
+    "Status patches of an identity's streams and scopes summary (at most one per identity per"
+    " SECRETFERRY_IDENTITY_SUMMARY_INTERVAL_SECONDS, never one per list call).",
+)
 LOGINS = Counter(
     "secretferry_logins_total",
     "Logins at the secrets service by method and result (success, or the error class).",

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from secretferry import origins
 from secretferry.models import base as models_base
+from secretferry.models import identity as identity_models
 from secretferry.models import reserved, selectors
 
 
@@ -180,6 +181,24 @@ class Settings(BaseSettings):
         description="Seconds the scopes of a stream the service refused (a plan without events, a missing"
         " permission) poll before the stream is tried again: retrying does not fix a refusal soon, and"
         " each attempt costs a login and a request.",
+    )
+
+    # --- identity status: streams and scopes (reconcile/identity_summary.py) -------------------------
+    identity_summary_interval_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds between writes of an identity's status.streams and status.scopes, at most:"
+        " a list or a stream change only marks the summary, and it is patched at the next tick if it"
+        " changed. Never a write per list: 10,000 SecretSyncs on one identity cost at most one"
+        " identity status write per interval.",
+    )
+    identity_summary_max_scopes: int = Field(
+        identity_models.MAX_STATUS_SCOPES,
+        ge=0,
+        le=identity_models.MAX_STATUS_SCOPES,
+        description="Scopes listed in an identity's status.scopes (failing ones first); the rest are"
+        " counted in scopesOmitted. 0 lists none (the counts stay): for a cluster whose"
+        " ClusterMachineIdentity readers should not see the paths other namespaces read.",
     )
 
     # --- templates (rendered in worker processes; reconcile/rendering/pool.py) -----------------------

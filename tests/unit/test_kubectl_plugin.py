@@ -132,6 +132,89 @@ def test_why_shows_status_identity_and_events() -> None:
     assert event_line.split()[:4] == ["60s", "Warning", "TemplateError", "3"]
 
 
+def test_why_shows_each_sources_last_list_and_stream_from_the_identity_status() -> None:
+    sync = _sync("api", updateMode="Streaming")
+    sync["spec"]["sources"] = [
+        {"projectSlug": "app", "environment": "dev", "path": "db/"},
+        {"projectId": "p2", "environment": "prod", "path": "/x", "recursive": True},
+        {"projectId": "p3", "environment": "dev"},
+    ]
+    identity = {
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "LoggedIn", "message": "ok"}],
+            "streamsOpen": 1,
+            "streams": [
+                {
+                    "projectId": "p1",
+                    "state": "Open",
+                    "since": "2026-11-27T11:00:00Z",
+                    "lastEventTime": "2026-11-27T11:59:30Z",
+                    "scopes": 2,
+                },
+                {
+                    "projectId": "p2",
+                    "state": "Refused",
+                    "message": "no Secret Events permission",
+                    "since": "2026-11-27T11:58:00Z",
+                    "scopes": 1,
+                },
+            ],
+            "scopeCount": 3,
+            "scopes": [
+                {
+                    "projectId": "p1",
+                    "projectSlug": "app",
+                    "environment": "dev",
+                    "path": "/db",
+                    "lastListTime": "2026-11-27T11:59:50Z",
+                    "lastListResult": "NotModified",
+                    "secretSyncs": 4,
+                },
+                {
+                    "projectId": "p2",
+                    "environment": "prod",
+                    "path": "/x",
+                    "recursive": True,
+                    "lastListTime": "2026-11-27T11:57:00Z",
+                    "lastListResult": "PermissionDenied",
+                    "secretSyncs": 1,
+                },
+            ],
+            "scopesOmitted": 1,
+        }
+    }
+    lines = views.explain(sync, identity, [], now=NOW).splitlines()
+    at = lines.index(next(line for line in lines if "1. project app environment dev path db/" in line))
+    assert lines[at + 1].split() == [
+        "last",
+        "list:",
+        "10s",
+        "ago,",
+        "NotModified;",
+        "4",
+        "SecretSync(s)",
+        "read",
+        "this",
+        "scope",
+    ]
+    assert lines[at + 2].strip() == "stream:    Open for 60m, last event 30s ago"
+    assert "last list: 3m ago, PermissionDenied; 1 SecretSync(s) read this scope" in lines[at + 4]
+    assert lines[at + 5].strip() == "stream:    Refused for 2m (no Secret Events permission), no event yet"
+    assert "not among the scopes the identity's status lists (1 omitted)" in lines[at + 7]
+    assert "  Streams:      1 open of 2" in lines
+    assert "  Scopes:       3 listed by this identity" in lines
+
+
+def test_why_without_a_readable_identity_says_why_no_list_is_shown() -> None:
+    sync = _sync("api")
+    sync["spec"]["sources"] = [{"projectId": "p1", "environment": "dev"}]
+    denied = reads.Denied("get MachineIdentity team-a/ferry", "forbidden (your RBAC does not allow it)")
+    text = views.explain(sync, denied, [], now=NOW)
+    assert "last list, stream: not shown (the identity cannot be read)" in text
+    text = views.explain(sync, {"status": {}}, [], now=NOW)
+    assert "the identity's status lists no scopes yet" in text
+
+
 def test_why_names_what_it_could_not_read() -> None:
     denied_identity = reads.Denied(
         "get ClusterMachineIdentity shared", "forbidden (your RBAC does not allow it)"

@@ -6,8 +6,9 @@ finds it on PATH (kubectl runs any ``kubectl-<name>`` executable as ``kubectl <n
     status [-n NS | -A]          one table of every SecretSync: Ready, reason, update mode,
                                  identity, last sync, target; with -A a second table of every
                                  ClusterSecretSync (cluster-scoped), alone with --cluster
-    why NAME [-n NS]             the Ready message, the update mode and why, the identity's state,
-                                 recent Events
+    why NAME [-n NS]             the Ready message, the update mode and why, each source's scope
+                                 with its last list and its stream (from the identity's status),
+                                 the identity's state, recent Events
     why clustersecretsync/NAME   (or why --cluster NAME) its namespace counts, the failing
                                  namespaces with their reasons, the identity, its Events
     sync NAME... | --identity X  set secretferry.io/force-sync on each (in bulk with --identity)
@@ -174,9 +175,10 @@ def why(
     cluster: bool,
 ) -> None:
     """Everything status and Events say about one SecretSync: the Ready reason and message, the
-    update mode and why (which stream serves it, or why it polls), when it last synced, the
-    identity's Ready state, last login and list route, and the recent Events about it. What your
-    RBAC does not let you read is named, and the rest is shown.
+    update mode and why (which stream serves it, or why it polls), each source's scope with when
+    it was last listed and its project's stream (from the identity's status), when it last
+    synced, the identity's Ready state, last login, list route and streams, and the recent Events
+    about it. What your RBAC does not let you read is named, and the rest is shown.
 
     For a ClusterSecretSync (why clustersecretsync/NAME, or why --cluster NAME): how many
     namespaces it selects, holds and fails, the failing ones with their reasons and messages, its

@@ -14,6 +14,8 @@ from typing import Any
 from secretferry.kubectl import reads
 
 Body = Mapping[str, Any]
+# Streams listed under the identity in ``why``: its SecretSync's own are shown under its sources.
+_MAX_STREAM_LINES = 5
 
 
 def ready_condition(body: Body) -> Mapping[str, Any]:
@@ -106,6 +108,95 @@ def scopes(body: Body) -> list[str]:
     return found
 
 
+def _norm_path(path: Any) -> str:
+    """``a/b/`` → ``/a/b`` (the operator's normalization of a source path, service.scopes)."""
+    return "/" + "/".join(part for part in str(path or "/").split("/") if part)
+
+
+def scope_entries(source: Body, identity_status: Body) -> list[Body]:
+    """The entries of the identity's ``status.scopes`` a source reads: same project (by id, or by
+    the slug it was looked up with), environment, path and recursion. Several when filters split
+    one path into several scopes."""
+    found: list[Body] = []
+    for entry in identity_status.get("scopes") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        if source.get("projectId"):
+            project = entry.get("projectId") == source.get("projectId")
+        else:
+            slug = source.get("projectSlug")
+            project = slug is not None and entry.get("projectSlug") == slug
+        if (
+            project
+            and entry.get("environment") == source.get("environment")
+            and entry.get("path") == _norm_path(source.get("path"))
+            and bool(entry.get("recursive")) == bool(source.get("recursive"))
+        ):
+            found.append(entry)
+    return found
+
+
+def _stream_of(project_id: Any, identity_status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for stream in identity_status.get("streams") or []:
+        if isinstance(stream, Mapping) and stream.get("projectId") == project_id:
+            return stream
+    return None
+
+
+def _stream_text(stream: Mapping[str, Any], *, now: datetime) -> str:
+    text = f"{stream.get('state')} for {age(stream.get('since'), now=now)}"
+    if stream.get("state") != "Open" and stream.get("message"):
+        text += f" ({stream.get('message')})"
+    last_event = stream.get("lastEventTime")
+    return text + (f", last event {age(last_event, now=now)} ago" if last_event else ", no event yet")
+
+
+def source_lines(sync: Body, identity: Body | reads.Denied, *, now: datetime) -> list[str]:
+    """Under each source of ``why``: its scope's last list and its project's stream, from the
+    identity's status (written by the operator at most every 30 s; README "Identity status")."""
+    sources = [s for s in (sync.get("spec") or {}).get("sources") or [] if isinstance(s, Mapping)]
+    lines: list[str] = []
+    pad = " " * 19  # under the scope's text
+    for index, (text, source) in enumerate(zip(scopes(sync), sources, strict=False), start=1):
+        lines.append(f"  {'Scopes:' if index == 1 else '':<13} {index}. {text}")
+        if source.get("generatorRef"):
+            continue
+        if isinstance(identity, reads.Denied):
+            lines.append(f"{pad}last list, stream: not shown (the identity cannot be read)")
+            continue
+        ist = identity.get("status") or {}
+        entries = scope_entries(source, ist)
+        if not entries:
+            omitted = ist.get("scopesOmitted") or 0
+            if omitted:
+                why = f"not among the scopes the identity's status lists ({omitted} omitted)"
+            elif "scopes" not in ist:
+                why = "the identity's status lists no scopes yet (written every 30 s)"
+            else:
+                why = "not in the identity's status yet (written every 30 s; OnChange/CreatedOnce not listed)"
+            lines.append(f"{pad}last list: {why}")
+            continue
+        for entry in entries:
+            listed = entry.get("lastListTime")
+            result = entry.get("lastListResult") or "-"
+            where = " (filtered)" if entry.get("filtered") and len(entries) > 1 else ""
+            lines.append(
+                f"{pad}last list{where}: "
+                + (f"{age(listed, now=now)} ago, {result}" if listed else "not listed yet")
+                + f"; {entry.get('secretSyncs', 0)} SecretSync(s) read this scope"
+            )
+        stream = _stream_of(entries[0].get("projectId"), ist)
+        lines.append(
+            f"{pad}stream:    "
+            + (
+                _stream_text(stream, now=now)
+                if stream
+                else "none (instant updates off for this scope, or not planned yet)"
+            )
+        )
+    return lines
+
+
 def _name(body: Body) -> str:
     return str((body.get("metadata") or {}).get("name", ""))
 
@@ -149,9 +240,9 @@ def explain(
     else:
         lines.append("  Update mode:  - (reported by the first pass that gets past the identity)")
     # One event stream and one list call serve each scope (project, environment, path), shared by
-    # every SecretSync reading it: what Streaming/Polling above is about.
-    for index, scope in enumerate(scopes(sync), start=1):
-        lines.append(f"  {'Scopes:' if index == 1 else '':<13} {index}. {scope}")
+    # every SecretSync reading it: what Streaming/Polling above is about. The identity's status says
+    # when each was last listed and what its project's stream does.
+    lines.extend(source_lines(sync, identity, now=moment))
     lines.append(
         f"  Last sync:    {age(st.get('lastSyncTime'), now=moment)} ago"
         if st.get("lastSyncTime")
@@ -181,6 +272,16 @@ def explain(
         )
         if ist.get("listEndpoint"):
             lines.append(f"  List route:   {ist.get('listEndpoint')}")
+        if "streams" in ist:
+            streams = [s for s in ist.get("streams") or [] if isinstance(s, Mapping)]
+            lines.append(f"  Streams:      {ist.get('streamsOpen', 0)} open of {len(streams)}")
+            for stream in streams[:_MAX_STREAM_LINES]:
+                text = _stream_text(stream, now=moment)
+                lines.append(f"                project {stream.get('projectId')}: {text}")
+            if len(streams) > _MAX_STREAM_LINES:
+                lines.append(f"                ... and {len(streams) - _MAX_STREAM_LINES} more")
+        if "scopeCount" in ist:
+            lines.append(f"  Scopes:       {ist.get('scopeCount', 0)} listed by this identity")
     lines.append("Events")
     if isinstance(events, reads.Denied):
         lines.append(f"  {events}")

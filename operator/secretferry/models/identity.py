@@ -347,6 +347,66 @@ class ClusterMachineIdentitySpec(MachineIdentitySpec):
         return self.allowed_namespaces is None or self.allowed_namespaces.allows(namespace, labels)
 
 
+# Bounds of the identity's stream and scope summary (reconcile/identity_summary.py): a status
+# stays a few KiB however many SecretSyncs use the identity (an object is capped at 1.5 MiB in etcd,
+# and every watcher of identities receives it whole at each write).
+MAX_STATUS_SCOPES: Final = 50
+MAX_STATUS_STREAMS: Final = 50
+StreamState = Literal["Open", "Connecting", "Reconnecting", "Refused"]
+
+
+class IdentityStreamStatus(base.StatusModel):
+    """One event stream of this identity: one per project its SecretSyncs read with instant
+    updates (a project whose scopes need more registrations than one stream takes has several
+    connections; they are summed up here)."""
+
+    project_id: str = Field(max_length=256)
+    """ID of the project the stream watches."""
+    state: StreamState
+    """Open: every connection of the stream is up. Connecting: the first connect is under way.
+    Reconnecting: a connection dropped or failed and is retried with backoff (its scopes poll
+    meanwhile). Refused: the service refused the subscription (plan, permission, or a server
+    without streams); its scopes poll and it is tried again after
+    SECRETFERRY_STREAM_RETRY_AFTER_REFUSAL_SECONDS."""
+    message: str = Field(default="", max_length=1024)
+    """Why the stream is in that state, e.g. ``the identity lacks the Secret Events permission for
+    these paths``."""
+    since: base.Time | None = None
+    """When the stream entered this state."""
+    last_event_time: base.Time | None = None
+    """When the stream last brought a change event (heartbeats do not count); absent: none yet."""
+    scopes: int = Field(default=0, ge=0)
+    """How many scopes (distinct project, environment and path) the stream serves."""
+
+
+class IdentityScopeStatus(base.StatusModel):
+    """One scope this identity lists: a distinct (project, environment, path) that its SecretSyncs
+    read, listed once per refresh for all of them. Names where, never what: no secret name or
+    value, only the path a SecretSync spec already names."""
+
+    project_id: str = Field(max_length=256)
+    """ID of the project."""
+    project_slug: str | None = Field(default=None, max_length=256)
+    """The project's slug, when a SecretSync names the project by slug."""
+    environment: str = Field(max_length=256)
+    """Environment slug, e.g. ``prod``."""
+    path: str = Field(max_length=1024)
+    """Folder path, e.g. ``/app``."""
+    recursive: bool = False
+    """Whether the folders below path are listed too."""
+    filtered: bool = False
+    """Whether tag or metadata filters narrow the list (or imports or reference expansion are
+    turned off): several scopes may then share one path."""
+    last_list_time: base.Time | None = None
+    """When the operator last listed this scope at the service (an answer of 304 Not Modified
+    counts); absent: not listed yet."""
+    last_list_result: str = Field(default="", max_length=128)
+    """How that list ended: ``Changed``, ``Unchanged``, ``NotModified``, or the error's class
+    (``PermissionDenied``, ``Unavailable``, ``RateLimited``, ...)."""
+    secret_syncs: int = Field(default=0, ge=0)
+    """How many SecretSyncs (and ClusterSecretSync namespaces) read this scope."""
+
+
 class MachineIdentityStatus(base.StatusModel):
     """Whether the operator can log in with this identity; written by the operator only."""
 
@@ -362,6 +422,22 @@ class MachineIdentityStatus(base.StatusModel):
     list_endpoint: Literal["/api/v4/secrets", "/api/v3/secrets/raw"] | None = None
     """Route the operator lists secrets through on this identity's host, once a list there showed
     it: /api/v4/secrets, or /api/v3/secrets/raw on a self-hosted server older than v4."""
+    streams_open: int | None = Field(default=None, ge=0)
+    """How many of the identity's event streams are open (the Streams column)."""
+    streams: list[IdentityStreamStatus] | None = Field(default=None, max_length=MAX_STATUS_STREAMS)
+    """The identity's event streams, one per project read with instant updates (at most 50).
+    Written at most once per SECRETFERRY_IDENTITY_SUMMARY_INTERVAL_SECONDS, and only when it
+    changed."""
+    scope_count: int | None = Field(default=None, ge=0)
+    """How many distinct scopes the identity lists (the Scopes column); scopes shows at most 50."""
+    scopes: list[IdentityScopeStatus] | None = Field(default=None, max_length=MAX_STATUS_SCOPES)
+    """The scopes the identity lists and when each was last listed: failing ones first, then by
+    project, environment and path; at most SECRETFERRY_IDENTITY_SUMMARY_MAX_SCOPES (50 by
+    default, 0 for none). On a MachineIdentity these are the paths its own namespace's
+    SecretSyncs name; on a ClusterMachineIdentity, those of every namespace using it, with no
+    namespace named (README, "Identity status")."""
+    scopes_omitted: int | None = Field(default=None, ge=0)
+    """How many scopes are not shown in scopes (beyond the cap)."""
 
 
 class MachineIdentity(base.CRModel):

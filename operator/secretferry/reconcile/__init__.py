@@ -11,6 +11,8 @@ The controller and its collaborators, one job each::
                      each; a change re-renders them
     identity_intake  identities in: the start-up read, kopf's events, standby → leader hand-off
     identity_status  an identity's status: login check, last login, list route; patched on change
+    identity_summary an identity's status.streams and .scopes (last list of each): noted in memory
+                     as lists happen, patched at most once per interval and only on change
     streaming        event streams over the scopes: which to hold, what their news queues
     webhooks         the signed-webhook receiver: verified ``secrets.modified`` webhooks nudge the
                      served scopes they name, as a stream event does (off unless webhook_port)
@@ -77,6 +79,7 @@ Where does a change go::
     a new watch or how events are queued    sync_intake / target_intake
     which namespaces are served             served (the namespace watch feeding it: identity_intake)
     identity login checks or their status   identity_status; kopf's identity events: identity_intake
+    an identity's streams or scopes status  identity_summary (stream states: service.streams)
     a login method, or what one reads       login/ (a module per method; the session: identities)
     what an event stream's news triggers    streaming (the streams themselves: service.streams)
     start-up order or readiness             startup

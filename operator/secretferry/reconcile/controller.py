@@ -28,6 +28,7 @@ from secretferry.reconcile import (
     deps,
     identity_intake,
     identity_status,
+    identity_summary,
     recovery,
     resync,
     rollouts,
@@ -90,7 +91,10 @@ class Controller:
         self.fetcher = fetcher_mod.ScopeFetcher(
             backoff_initial=settings.backoff_initial_seconds,
             backoff_max=settings.backoff_max_seconds,
-            on_call=metrics.count_list_call,
+            # Counts the call and notes it on its scope (no write): the identity's status shows it.
+            on_call=lambda scope, outcome, endpoint: self.identity_summary.list_called(
+                scope, outcome, endpoint
+            ),
         )
         self.scopes = state.ScopeIndex(jitter_fraction=settings.resync_jitter_fraction)
         self.targets = state.TargetCache()
@@ -110,6 +114,14 @@ class Controller:
             routes=self.fetcher.routes,
             slug_routes=self.slugs.routes,
             background=self.background,
+        )
+        self.identity_summary = identity_summary.IdentitySummary(
+            kube=kube,
+            settings=settings,
+            identities=self.identities,
+            scopes=self.scopes,
+            streams=lambda: self.streaming.manager,
+            slugs=self.slugs,
         )
         self.streaming = streaming.Streaming(
             settings=settings,
@@ -252,6 +264,8 @@ class Controller:
             served_=self.served,
         )
         self.background.spawn(boot, "start-up")
+        # An identity's streams and scopes in its status, at most once per interval (never per list).
+        self.background.spawn(self.identity_summary.run(), "identity summaries")
         self.background.spawn(self._start_push(), "start pushsecrets")
         self._start_generators()
         self.background.spawn(self._start_privileges(), "temporary privileges")

@@ -11,6 +11,7 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pydantic
@@ -90,6 +91,10 @@ class ScopeState:
     mode_reason: str = ""
     streamed: bool = False
     """Whether any SecretSync on this scope wants instant updates."""
+    last_list_at: datetime | None = None
+    """When a list call of this scope last ended (time of day), for the identity's status."""
+    last_list_result: str = ""
+    """How it ended (identity_summary.list_result): Changed, Unchanged, NotModified or the error."""
 
 
 class ScopeIndex:

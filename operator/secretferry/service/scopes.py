@@ -146,6 +146,15 @@ class SlugCache:
         del self._entries[key]
         return True
 
+    def known_slugs(self) -> dict[tuple[str, str], str]:
+        """(identity key, project id) → the slug it was looked up by (the first, if several), for
+        the identity's status: a SecretSync that names its project by slug finds its scope there."""
+        found: dict[tuple[str, str], str] = {}
+        for (identity_key, slug), entry in sorted(self._entries.items()):
+            if entry.project_id is not None:
+                found.setdefault((identity_key, entry.project_id), slug)
+        return found
+
     async def _lookup(self, entry: _SlugEntry, slug: str, session: auth.AuthSession) -> str:
         self.lookups += 1
         try:

@@ -27,6 +27,10 @@ error class, how long to wait before the next connection:
 
 ``on_mode(scope, "Streaming" | "Polling", reason)`` is called when a scope's mode or its reason
 changes. A dropped stream that reconnects at once does not flap the mode; a failed connect does.
+
+``summaries()`` says, per identity, what each (identity, project)'s stream is doing (Open,
+Connecting, Reconnecting, Refused), since when, and when it last brought an event: kept in memory
+as it happens (no call), read by the identity status writer at its own pace.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime
 
 from secretferry import backoff, logfields
 from secretferry.service import errors, events, scopes, streamplan
@@ -51,6 +56,13 @@ POLLING = "Polling"
 RESYNC_RECONNECT = "reconnect"
 RESYNC_EVENT = "event"
 RESYNC_UNKNOWN = "unknown"
+# A stream's state, as the identity's status shows it (models.identity.StreamState).
+OPEN = "Open"
+CONNECTING = "Connecting"
+RECONNECTING = "Reconnecting"
+REFUSED = "Refused"
+# Worst first: a project's state is its worst connection's.
+_STATE_ORDER = (REFUSED, RECONNECTING, CONNECTING, OPEN)
 
 OpenStream = Callable[
     [str, str, Sequence[events.EventRegistration]],
@@ -75,12 +87,25 @@ class StreamStats:
     resyncs: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
 
+@dataclasses.dataclass(frozen=True)
+class StreamSummary:
+    """What one (identity, project)'s stream is doing, for the identity's status (no values)."""
+
+    project_id: str
+    state: str
+    message: str
+    since: datetime
+    last_event_at: datetime | None
+    scopes: int
+
+
 @dataclasses.dataclass(eq=False)
 class _Group:
     identity_key: str
     project_id: str
     scopes: frozenset[scopes.Scope] = frozenset()
     streams: dict[frozenset[events.EventRegistration], _Stream] = dataclasses.field(default_factory=dict)
+    last_event_at: datetime | None = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -98,6 +123,9 @@ class _Stream:
     waiting_for_host: bool = False
     """Waiting to reconnect after the host did not answer (see ``StreamManager.retry_now``)."""
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    state: str = CONNECTING
+    state_message: str = "connecting"
+    state_since: datetime | None = None
 
 
 @dataclasses.dataclass
@@ -127,7 +155,9 @@ class StreamManager:
         max_streams: int = streamplan.MAX_STREAMS,
         event_kinds: Sequence[str] = streamplan.DEFAULT_EVENTS,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        """``wall``: the time of day, for ``summaries`` (``clock`` paces, this one is shown)."""
         self._open_stream = open_stream
         self._on_resync = on_resync
         self._on_mode = on_mode
@@ -141,6 +171,7 @@ class StreamManager:
         self._max_streams = max_streams
         self._event_kinds = tuple(event_kinds)
         self._clock = clock
+        self._wall = wall
         self._groups: dict[tuple[str, str], _Group] = {}
         self._modes: dict[scopes.Scope, tuple[str, str]] = {}
         self._lock = asyncio.Lock()
@@ -161,6 +192,29 @@ class StreamManager:
     def mode(self, scope: scopes.Scope) -> tuple[str, str] | None:
         """The last ``(mode, reason)`` reported for ``scope``."""
         return self._modes.get(scope)
+
+    def summaries(self) -> dict[str, list[StreamSummary]]:
+        """Per identity key, each project's stream: its worst connection's state (Refused, then
+        Reconnecting, Connecting, Open) and since when, its latest event, how many scopes it serves."""
+        found: dict[str, list[StreamSummary]] = {}
+        for group in self._groups.values():
+            if not group.streams:
+                continue
+            worst = min(group.streams.values(), key=lambda s: _STATE_ORDER.index(s.state))
+            since = worst.state_since or self._wall()
+            if worst.state == OPEN:  # all are: since the latest connection came up
+                since = max(s.state_since or since for s in group.streams.values())
+            found.setdefault(group.identity_key, []).append(
+                StreamSummary(
+                    project_id=group.project_id,
+                    state=worst.state,
+                    message=worst.state_message,
+                    since=since,
+                    last_event_at=group.last_event_at,
+                    scopes=len(group.scopes),
+                )
+            )
+        return found
 
     def retry_now(self, identity_keys: Collection[str]) -> int:
         """The host of these identities answers again: streams of theirs waiting because it did
@@ -208,7 +262,7 @@ class StreamManager:
                 members = plan.scopes_of(index)
                 stream = group.streams.get(regs_key)
                 if stream is None:
-                    stream = _Stream(group, tuple(plan.streams[index]), members)
+                    stream = _Stream(group, tuple(plan.streams[index]), members, state_since=self._wall())
                     group.streams[regs_key] = stream
                     stream.task = asyncio.create_task(self._run(stream), name=f"event-stream {project_id}")
                     continue
@@ -284,6 +338,7 @@ class StreamManager:
         group = stream.group
         async with self._open_stream(group.identity_key, group.project_id, stream.registrations) as messages:
             attempt.connected = stream.connected = True
+            self._set_state(stream, OPEN, "event stream connected")
             self.stats.connects += 1
             self._set_modes(stream.members, STREAMING, "event stream connected")
             self.stats.resyncs_after_reconnect += 1
@@ -330,6 +385,11 @@ class StreamManager:
     ) -> float:
         """Seconds to wait before the next connect; reports Polling when connecting failed."""
         if failure is None:
+            # A healthy stream the service closed reconnects at once: still Open, as its mode
+            # stays Streaming (a server that ends streams every few minutes must not flap it).
+            if attempt.watchdog or not attempt.healthy:
+                why = "silent too long" if attempt.watchdog else "closed by the service before any message"
+                self._set_state(stream, RECONNECTING, f"event stream {why}; reconnecting")
             return retry.next_delay()
         name = type(failure).__name__
         self.stats.failures[name] += 1
@@ -348,6 +408,7 @@ class StreamManager:
             self._refused(stream, f"the service refused the event subscription ({name})")
             return self._retry_after_refusal
         if isinstance(failure, errors.StreamLimitReached):
+            self._set_state(stream, RECONNECTING, "the service refused: too many open event streams")
             self._set_modes(stream.members, POLLING, "the service refused: too many open event streams")
             delay = retry.next_delay(failure.retry_after)
             logger.warning(
@@ -358,10 +419,11 @@ class StreamManager:
             )
             return delay
         if isinstance(failure, errors.AuthenticationError):
-            if first_auth_failure:
+            if first_auth_failure:  # an expired token: logs in and reconnects at once, still Open
                 logger.info("event stream of project %s: %s; logging in again", project, name, extra=fields)
                 retry.reset()
                 return 0.0
+            self._set_state(stream, RECONNECTING, f"cannot authenticate the event stream ({name})")
             delay = retry.next_delay()
             if not attempt.connected:
                 self._set_modes(stream.members, POLLING, f"cannot authenticate the event stream ({name})")
@@ -371,6 +433,7 @@ class StreamManager:
             return delay
         retry_after = failure.retry_after if isinstance(failure, errors.Unavailable) else None
         delay = retry.next_delay(retry_after)
+        self._set_state(stream, RECONNECTING, f"event stream unavailable ({name})")
         if not attempt.connected:
             self._set_modes(stream.members, POLLING, f"event stream unavailable ({name})")
         if isinstance(failure, errors.ServiceError):
@@ -388,6 +451,7 @@ class StreamManager:
         return delay
 
     def _refused(self, stream: _Stream, reason: str) -> None:
+        self._set_state(stream, REFUSED, reason)
         self._set_modes(stream.members, POLLING, reason)
         logger.warning(
             "event stream of project %s refused: %s; retrying in %.0f s",
@@ -399,8 +463,15 @@ class StreamManager:
 
     # --- events and resyncs -----------------------------------------------------------------------------
 
+    def _set_state(self, stream: _Stream, state: str, message: str) -> None:
+        """Record what the stream is doing; ``state_since`` moves only when the state does."""
+        if stream.state != state or stream.state_since is None:
+            stream.state_since = self._wall()
+        stream.state, stream.state_message = state, message
+
     def _on_event(self, stream: _Stream, event: events.SecretEvent) -> None:
         self.stats.events[event.event_type] += 1
+        stream.group.last_event_at = self._wall()
         if not event.items:
             self._unknown_scope(stream)
             return
