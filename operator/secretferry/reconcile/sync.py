@@ -339,9 +339,10 @@ async def _scopes(
 async def _generator_sources(
     deps: deps_mod.Deps, entry: state.SyncEntry, sync: sync_models.SecretSync
 ) -> dict[generators.GeneratorRef, dict[str, str]] | problems.Problem:
-    """``generatorRef`` -> its value, each read from the Secret its generator owns, in the
-    SecretSync's own namespace only (the ref has no namespace). Bound first, so that a generator
-    without a value yet queues this SecretSync with its first one (generators/intake.py)."""
+    """``generatorRef`` -> its value, each from the Secret its generator owns, in the
+    SecretSync's own namespace only (the ref has no namespace): from the generator intake's
+    watches, no request, once they hold both objects. Bound first, so that a generator without a
+    value yet queues this SecretSync with its first one (generators/intake.py)."""
     namespace = sync.metadata.namespace or ""
     refs = [s.generator_ref for s in sync.spec.sources if s.generator_ref is not None]
     if deps.generator_sources is not None:
@@ -351,7 +352,10 @@ async def _generator_sources(
         if ref in found:
             continue
         try:
-            found[ref] = await generator_store.read_value(deps.kube, ref, namespace=namespace)
+            if deps.generator_sources is not None:
+                found[ref] = await deps.generator_sources.value(ref, namespace=namespace)
+            else:
+                found[ref] = await generator_store.read_value(deps.kube, ref, namespace=namespace)
         except problems.Problem as problem:
             return problem
     return found
