@@ -233,6 +233,7 @@ class Controller:
             template_sources=self.template_intake,
             on_cluster_report=self.cluster_report.entry_reported,
             generator_sources=self.generators,
+            until_decided=self.streaming.until_decided,
         )
 
     # --- lifecycle (handlers/operator.py: at once, or once this replica leads) -----------------

@@ -129,6 +129,7 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
             fetched.append(desired_mod.FetchedSource(direct=generator_values[source.generator_ref]))
             continue
         scope = next(service_scopes)
+        await deps.until_decided(scope)  # a new scope's first list goes after its stream's subscribe
         scope_state = deps.scopes.get(scope)
         # A scope nobody holds (refreshPolicy OnChange/CreatedOnce): None, so a new list.
         fresh_after = scope_state.fresh_after if scope_state else None
