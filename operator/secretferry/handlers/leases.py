@@ -8,6 +8,7 @@ never lease, renew or revoke for the same object.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -54,7 +55,29 @@ async def dynamic_secret_lease(
             await stopped.wait(_INVALID_WAIT_SECONDS)
             continue
         delay = await keeper.step(lease)
-        await stopped.wait(delay)
+        await _pause(stopped, keeper.woken(lease), delay)
+
+
+async def _pause(stopped: kopf.DaemonStopped, woken: asyncio.Event, delay: float) -> None:
+    """Wait ``delay`` seconds, or less: until kopf stops the daemon, or a spec edit wakes it
+    (``dynamic_secret_lease_event``). Before, an edit waited for the delay (up to 5 minutes)."""
+    stop = asyncio.ensure_future(stopped.wait(delay))
+    edit = asyncio.ensure_future(woken.wait())
+    try:
+        await asyncio.wait({stop, edit}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (stop, edit):
+            task.cancel()
+        await asyncio.gather(stop, edit, return_exceptions=True)
+
+
+@kopf.on.event(models_base.GROUP, models_base.VERSION, lease_models.PLURAL)
+async def dynamic_secret_lease_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Every watch event (no state kept by kopf): a new generation wakes the object's loop, whose
+    ``body`` kopf has updated by now."""
+    keeper: keeper_mod.LeaseKeeper | None = getattr(memo, "leases", None)
+    if keeper is not None and event.get("type") != "DELETED":
+        keeper.noticed(event["object"])
 
 
 @kopf.on.delete(models_base.GROUP, models_base.VERSION, lease_models.PLURAL, retries=_DELETE_RETRIES)

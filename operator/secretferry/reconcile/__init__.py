@@ -50,6 +50,7 @@ What the pass decides with, and keeps::
                      retries read, whoever found it
     reasons          every reason and mode string, as constants
     state            in-memory indexes: SecretSyncs, scopes, the target cache
+    sync_table       the SecretSync table, indexed by the Secret each entry writes (PushLoop's check)
     identities       the identity registry: parsed identities and their shared sessions (the
                      lifecycle every login method shares: build, retire, revoke, CA and consent)
     login/           how spec.auth becomes credentials, one module per method: universal,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 import pydantic
@@ -61,7 +61,7 @@ class ClusterSyncs:
         *,
         kube: kube_client.Kube,
         settings: settings_mod.Settings,
-        syncs: dict[state.SyncKey, state.SyncEntry],
+        syncs: MutableMapping[state.SyncKey, state.SyncEntry],
         queue: scheduler.Scheduler[state.SyncKey],
         namespaces: namespace_labels.NamespaceLabels,
         sync_intake_: sync_intake.SyncIntake,

@@ -39,6 +39,7 @@ from secretferry.reconcile import (
     streaming,
     sync,
     sync_intake,
+    sync_table,
     target_intake,
     tasks,
     template_intake,
@@ -77,7 +78,7 @@ class Controller:
         self.leading = asyncio.Event()
         """Set while this replica works (started, not stopped): kopf's per-object handlers of
         DynamicSecretLease (handlers/leases.py) act only then."""
-        self.syncs: dict[state.SyncKey, state.SyncEntry] = {}
+        self.syncs = sync_table.SyncTable()
         self.served = served.ServedNamespaces(
             settings.namespace_selector(), names=settings.watched_namespaces()
         )
@@ -191,7 +192,7 @@ class Controller:
                 slugs=self.slugs,
                 hmac_key=hmac_key,
                 instance=instance,
-                syncs=lambda: ((key, entry.body) for key, entry in self.syncs.items()),
+                syncs_writing=self.syncs.writing,
             ),
             workers=settings.workers,
             backoff_initial_seconds=settings.backoff_initial_seconds,
@@ -244,6 +245,7 @@ class Controller:
             template_sources=self.template_intake,
             on_cluster_report=self.cluster_report.entry_reported,
             generator_sources=self.generators,
+            until_decided=self.streaming.until_decided,
         )
 
     # --- lifecycle (handlers/operator.py: at once, or once this replica leads) -----------------

@@ -49,5 +49,8 @@ class Deps:
     on_cluster_report: Callable[[state.SyncEntry], None] = lambda entry: None
     """Told when the status of an entry expanded from a ClusterSecretSync changed (it has no
     object of its own to patch): its ClusterSecretSync's counts are due (cluster_report.py)."""
+    until_decided: Callable[[scope_mod.Scope], Awaitable[None]] = lambda scope: asyncio.sleep(0)
+    """Before a scope's list: wait until its stream has subscribed, if it is new and streamed
+    (``Streaming.until_decided``), so that first list is not made stale by the connect."""
     generator_sources: generator_intake.GeneratorIntake | None = None
     """Which SecretSyncs read which generators (a new value queues them); None: tests and tools."""

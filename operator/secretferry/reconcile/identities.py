@@ -57,11 +57,6 @@ CLUSTER = identity_models.CLUSTER_MACHINE_IDENTITY_KIND
 # The collections each kind is listed, watched and status-patched in.
 PLURALS = {MACHINE: "machineidentities", CLUSTER: "clustermachineidentities"}
 _RETIRE_GRACE_CALLS = 3  # a reconcile makes a few calls in a row (slug, one list per source)
-# One service event often starts a pass for every templated SecretSync of an identity within a
-# second: one read of the credential object's allow-templates opt-in serves them all, and its
-# removal takes effect within this time.
-_TEMPLATE_OPT_IN_TTL_SECONDS = 5.0
-
 IdentityKey = tuple[str, str, str]  # (kind, namespace or "", name)
 
 
@@ -101,9 +96,14 @@ class IdentityEntry:
     """Why this identity may not be used at all (tenancy checks on its spec): nothing is sent."""
     notes: tuple[str, ...] = ()
     """What the operator changed from the spec (a capped token lifetime), for the Ready message."""
-    templates_opt_in: tuple[float, bool] | None = None
-    """(when read, whether allowed): the credential object's allow-templates opt-in, as last read
-    (namespaced identities; see ``IdentityRegistry.check_templates``)."""
+    templates_opt_in: bool | None = None
+    """The credential object's allow-templates opt-in (namespaced identities; see
+    ``IdentityRegistry.check_templates``): as the credential watch last showed it
+    (``templates_seen``), or read once when the watch has not shown that object since this entry
+    was made; None: not known yet. No timer: the watch keeps it current, so a withdrawal counts
+    from the next pass on, and a burst of passes over one identity reads at most once."""
+    credential_events: int = 0
+    """Watch events seen for the objects this entry relies on: a read that one overtook is not kept."""
     consents: dict[tenancy.CredentialRef, bool] = field(default_factory=dict)
     """Whether each object it relies on opted in, as last seen by the watch (namespaced only)."""
     withdrawn: dict[tenancy.CredentialRef, problems.Problem] = field(default_factory=dict)
@@ -283,16 +283,19 @@ class IdentityRegistry:
             raise template_trust.refusal(kind=kind, identity=name, holder=holder)
 
     async def _templates_opted_in(self, entry: IdentityEntry, *, kind: str, name: str) -> bool:
-        """The credential object's allow-templates opt-in, read at most every few seconds.
+        """The credential object's allow-templates opt-in: as the watch keeps it, else read once.
 
         Read like the login reads it: an object that does not admit the identity at all
         (``allowed-identities``) is refused as it would be at login, so the answer says nothing
-        the login would not."""
-        now = self._clock()
-        cached = entry.templates_opt_in
-        if cached is not None and now - cached[0] < _TEMPLATE_OPT_IN_TTL_SECONDS:
-            return cached[1]
+        the login would not. The read is kept only when no watch event for the entry's objects
+        came meanwhile (that event's answer is newer, or was cleared for a read of its own)."""
+        withdrawn = entry.withdrawn.get((kind, name))
+        if withdrawn is not None:
+            raise withdrawn
+        if entry.templates_opt_in is not None:
+            return entry.templates_opt_in
         namespace, identity = entry.key[1], entry.key[2]
+        events_before = entry.credential_events
         try:
             if kind == "ServiceAccount":
                 annotations = await serviceaccounts.read_annotations(
@@ -306,8 +309,35 @@ class IdentityRegistry:
             raise _not_opted_in(entry, kind, namespace=namespace, name=name)
         assert entry.model is not None  # check_templates runs on resolved identities only
         allowed = template_trust.allowed(entry.model.spec, identity=identity, annotations=annotations)
-        entry.templates_opt_in = (now, allowed)
+        if entry.credential_events == events_before:
+            entry.templates_opt_in = allowed
         return allowed
+
+    def templates_seen(
+        self, kind: str, namespace: str, name: str, annotations: Mapping[str, str] | None
+    ) -> list[IdentityEntry]:
+        """A watched ServiceAccount or Secret as it is now (``None``: deleted): the allow-templates
+        opt-in of the namespaced identities whose credential object it is, kept from the watch.
+        Returns those whose answer changed from a known one (their SecretSyncs are requeued: a
+        withdrawal shows at once, a grant needs no retry). Call it for every event, before
+        anything reads the opt-in again."""
+        changed: list[IdentityEntry] = []
+        for entry in self._entries.values():
+            if entry.key[0] != MACHINE or entry.key[1] != namespace or entry.model is None:
+                continue
+            if (kind, name) not in tenancy.credential_refs(entry.model.spec):
+                continue
+            entry.credential_events += 1
+            if template_trust.credential_object(entry.model.spec.auth) != (kind, name):
+                continue  # a CA bundle Secret: no say over templates
+            identity = entry.key[2]
+            allowed = annotations is not None and template_trust.allowed(
+                entry.model.spec, identity=identity, annotations=annotations
+            )
+            previous, entry.templates_opt_in = entry.templates_opt_in, allowed
+            if previous is not None and previous != allowed:
+                changed.append(entry)
+        return changed
 
     # --- consent (the credential watches in identity_intake.py) --------------------------------
     def consent_seen(
@@ -326,8 +356,6 @@ class IdentityRegistry:
                 continue
             opted = annotations is not None and tenancy.opted_in(annotations, entry.key[2])
             previous, entry.consents[ref] = entry.consents.get(ref), opted
-            # The same object may hold the allow-templates opt-in: read it afresh next time.
-            entry.templates_opt_in = None
             if opted == previous:
                 continue
             if not opted:

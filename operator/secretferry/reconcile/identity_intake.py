@@ -240,8 +240,10 @@ class IdentityIntake:
     def consent_seen(
         self, kind: str, namespace: str, name: str, annotations: Mapping[str, str] | None
     ) -> None:
-        """An object's opt-in as the watch saw it: act on identities that lost or regained it."""
+        """An object's opt-ins as the watch saw it: act on identities that lost or regained it,
+        and on those whose allow-templates opt-in changed (their SecretSyncs pass again now)."""
         lost, back = self._identities.consent_seen(kind, namespace, name, annotations)
+        templates = self._identities.templates_seen(kind, namespace, name, annotations)
         for entry in lost:
             log.info(
                 "%s: %s %s/%s no longer opts in (or is gone); its session is dropped",
@@ -260,6 +262,15 @@ class IdentityIntake:
             self._requeue([k for k, e in self._syncs.items() if _uses(e, kind_, namespace_, name_)])
             if self._on_identity is not None:
                 self._on_identity(kind_, namespace_, name_)
+        for entry in templates:
+            if entry in lost or entry in back or not self._serves(entry):
+                continue  # requeued above
+            kind_, namespace_, name_ = entry.key
+            log.info(
+                "%s: the allow-templates opt-in changed; its SecretSyncs pass again",
+                ident_mod.key_str(entry.key),
+            )
+            self._requeue([k for k, e in self._syncs.items() if _uses(e, kind_, namespace_, name_)])
 
     def ca_secret_seen(self, namespace: str, name: str, resource_version: str | None) -> None:
         """A Secret changed: identities whose CA bundle it holds connect again with the new

@@ -26,6 +26,10 @@ from secretferry.service import streams as streams_mod
 # Streams back off at most a minute between connects, whatever the general backoff cap: a stream
 # that is down leaves its scopes polling, so reconnecting soon is worth more than elsewhere.
 _STREAM_BACKOFF_MAX_SECONDS = 60.0
+# The longest a new scope's first list waits for its stream to subscribe (``until_decided``): a
+# subscribe takes a login (usually done) and one round trip; a stream that neither connects nor
+# fails within this is not waited for (the list goes, and the connect makes it stale as before).
+_FIRST_LIST_WAIT_SECONDS = 2.0
 
 
 class Streaming:
@@ -51,6 +55,8 @@ class Streaming:
         # on_resync says why: when each (identity, project)'s latest subscribe went out.
         self._subscribed_at: dict[tuple[str, str], float] = {}
         self._dirty = False
+        self._undecided: dict[scope_mod.Scope, asyncio.Event] = {}
+        """Scopes whose first list waits for their stream's first word (``until_decided``)."""
         self.manager = streams_mod.StreamManager(
             open_stream=self._open_stream,
             on_resync=self.on_resync,
@@ -69,6 +75,7 @@ class Streaming:
         for scope in removed:
             if self._scopes.get(scope) is None:
                 self._fetcher.forget(scope)
+                self._decided(scope)
         if not self._dirty:
             self._dirty = True  # one refresh for a burst of scope changes (start-up)
             self._background.spawn_side(self._refresh())
@@ -85,6 +92,28 @@ class Streaming:
                 await self.manager.update(group[0], group[1], set(new))
             if not new:
                 self._subscribed_at.pop(group, None)  # a stream still connecting falls back to "now"
+
+    async def until_decided(self, scope: scope_mod.Scope) -> None:
+        """Before a streamed scope's first list: wait until its stream has subscribed (or is
+        known not to: the scope polls), at most ``_FIRST_LIST_WAIT_SECONDS``.
+
+        Why: a list sent before the subscribe is made stale by the connect (``on_resync``) and
+        sent again, so every scope that a start-up burst listed before its stream was up cost two
+        lists (10 scopes: 11 lists). Sent after the subscribe, the first list sees everything the
+        stream does not: one list per scope. The wait is the subscribe's round trip, once per
+        new scope; a scope whose mode is known (its stream is up, or it polls) does not wait."""
+        st = self._scopes.get(scope)
+        if st is None or not st.streamed or st.mode:
+            return
+        event = self._undecided.setdefault(scope, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_FIRST_LIST_WAIT_SECONDS):
+                await event.wait()
+
+    def _decided(self, scope: scope_mod.Scope) -> None:
+        event = self._undecided.pop(scope, None)
+        if event is not None:
+            event.set()
 
     @contextlib.asynccontextmanager
     async def _open_stream(
@@ -143,6 +172,7 @@ class Streaming:
         return min(now, self._subscribed_at.get((scope.identity_key, scope.project_id), now))
 
     def on_mode(self, scope: scope_mod.Scope, mode: str, reason: str) -> None:
+        self._decided(scope)  # streaming (subscribed) or polling: its first list waits no longer
         st = self._scopes.get(scope)
         if st is None or (st.mode, st.mode_reason) == (mode, reason):
             return

@@ -129,6 +129,7 @@ async def _reconcile(deps: deps_mod.Deps, entry: state.SyncEntry) -> tuple[float
             fetched.append(desired_mod.FetchedSource(direct=generator_values[source.generator_ref]))
             continue
         scope = next(service_scopes)
+        await deps.until_decided(scope)  # a new scope's first list goes after its stream's subscribe
         scope_state = deps.scopes.get(scope)
         # A scope nobody holds (refreshPolicy OnChange/CreatedOnce): None, so a new list.
         fresh_after = scope_state.fresh_after if scope_state else None
@@ -339,9 +340,10 @@ async def _scopes(
 async def _generator_sources(
     deps: deps_mod.Deps, entry: state.SyncEntry, sync: sync_models.SecretSync
 ) -> dict[generators.GeneratorRef, dict[str, str]] | problems.Problem:
-    """``generatorRef`` -> its value, each read from the Secret its generator owns, in the
-    SecretSync's own namespace only (the ref has no namespace). Bound first, so that a generator
-    without a value yet queues this SecretSync with its first one (generators/intake.py)."""
+    """``generatorRef`` -> its value, each from the Secret its generator owns, in the
+    SecretSync's own namespace only (the ref has no namespace): from the generator intake's
+    watches, no request, once they hold both objects. Bound first, so that a generator without a
+    value yet queues this SecretSync with its first one (generators/intake.py)."""
     namespace = sync.metadata.namespace or ""
     refs = [s.generator_ref for s in sync.spec.sources if s.generator_ref is not None]
     if deps.generator_sources is not None:
@@ -351,7 +353,10 @@ async def _generator_sources(
         if ref in found:
             continue
         try:
-            found[ref] = await generator_store.read_value(deps.kube, ref, namespace=namespace)
+            if deps.generator_sources is not None:
+                found[ref] = await deps.generator_sources.value(ref, namespace=namespace)
+            else:
+                found[ref] = await generator_store.read_value(deps.kube, ref, namespace=namespace)
         except problems.Problem as problem:
             return problem
     return found

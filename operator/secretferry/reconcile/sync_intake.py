@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from secretferry import backoff, metrics
@@ -38,7 +38,7 @@ class SyncIntake:
         self,
         *,
         kube: kube_client.Kube,
-        syncs: dict[state.SyncKey, state.SyncEntry],
+        syncs: MutableMapping[state.SyncKey, state.SyncEntry],
         scopes: state.ScopeIndex,
         targets: state.TargetCache,
         queue: scheduler.Scheduler[state.SyncKey],

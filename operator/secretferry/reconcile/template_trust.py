@@ -104,7 +104,8 @@ def refusal(*, kind: str, identity: str, holder: str | None) -> problems.Problem
         reasons.TEMPLATES_NOT_ALLOWED,
         f"spec.target.template runs code over every value the identity reads, so its author can "
         f"read them all; {how}. Nothing was fetched, rendered or written",
-        # A ServiceAccount or Secret is not watched: an annotation being added is noticed by
-        # trying again. A ClusterMachineIdentity change requeues its SecretSyncs itself.
+        # The credential watch requeues the SecretSyncs when the annotation is added (identity
+        # intake); the retry is a safety net for a watch that is down. A ClusterMachineIdentity
+        # change requeues its SecretSyncs itself.
         retriable=holder is not None,
     )

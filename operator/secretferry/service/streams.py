@@ -6,7 +6,14 @@ single-connection coroutine (``_connect_once``) inside a forever loop (``_run``)
 error class, how long to wait before the next connection:
 
 - every (re)connect → ``on_resync(all scopes of the stream, "reconnect")``: events are never
-  replayed, so whatever changed while no stream was open is only seen by a fresh list;
+  replayed, so whatever changed while no stream was open is only seen by a fresh list — except
+  the scopes a retiring stream of the group still serves at that moment (a replan, below);
+- a changed plan (``update``) starts the new streams *before* it stops those they replace, when
+  the identity has room for them (``max_streams`` over all its streams): the old one keeps
+  streaming until the new one has connected (or failed once), so the scopes both serve saw no
+  gap and are not listed again. Before, a replan stopped first, and every scope of the group was
+  listed again at the connect (at start-up: the one scope a live SecretSync had bound before
+  the backlog's scopes replanned its stream). Without room: stop first, as before;
 - ANY message (heartbeats included) feeds the watchdog; ``watchdog_heartbeats`` silent heartbeat
   periods → the connection is dropped and replaced;
 - events are routed to the scopes the stream serves (merged filters over-deliver); the first one is
@@ -63,6 +70,9 @@ RECONNECTING = "Reconnecting"
 REFUSED = "Refused"
 # Worst first: a project's state is its worst connection's.
 _STATE_ORDER = (REFUSED, RECONNECTING, CONNECTING, OPEN)
+# The longest a replan keeps a replaced stream open while its replacement connects: a connect
+# that takes longer is stuck (or waiting out a backoff), and the old stream's slot is wanted.
+_RETIRE_MAX_SECONDS = 30.0
 
 OpenStream = Callable[
     [str, str, Sequence[events.EventRegistration]],
@@ -106,6 +116,8 @@ class _Group:
     scopes: frozenset[scopes.Scope] = frozenset()
     streams: dict[frozenset[events.EventRegistration], _Stream] = dataclasses.field(default_factory=dict)
     last_event_at: datetime | None = None
+    retiring: list[_Stream] = dataclasses.field(default_factory=list)
+    """Streams a replan replaced, still open until their replacements connected (``_retire``)."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -126,6 +138,8 @@ class _Stream:
     state: str = CONNECTING
     state_message: str = "connecting"
     state_since: datetime | None = None
+    first_attempt: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    """Set once its first connect has succeeded or failed: what a retiring stream waits for."""
 
 
 @dataclasses.dataclass
@@ -175,6 +189,7 @@ class StreamManager:
         self._groups: dict[tuple[str, str], _Group] = {}
         self._modes: dict[scopes.Scope, tuple[str, str]] = {}
         self._lock = asyncio.Lock()
+        self._retirements: set[asyncio.Task[None]] = set()
         self.stats = StreamStats()
 
     # --- queries ----------------------------------------------------------------------------------------
@@ -253,11 +268,19 @@ class StreamManager:
                 events=self._event_kinds,
             )
             wanted = {frozenset(regs): index for index, regs in enumerate(plan.streams)}
-            for regs_key in [k for k in group.streams if k not in wanted]:
-                await self._stop(group.streams.pop(regs_key))
+            replaced = [group.streams.pop(k) for k in list(group.streams) if k not in wanted]
+            new_count = sum(1 for k in wanted if k not in group.streams)
+            # Room for the new ones while the replaced ones still count (they are popped already).
+            overlap = (
+                bool(replaced) and new_count > 0 and self._room(identity_key) - len(replaced) >= new_count
+            )
+            if not overlap:
+                for old in replaced:
+                    await self._stop(old)
             for gone in group.scopes - scope_set:
                 self._modes.pop(gone, None)
             group.scopes = frozenset(scope_set)
+            started: list[_Stream] = []
             for regs_key, index in wanted.items():
                 members = plan.scopes_of(index)
                 stream = group.streams.get(regs_key)
@@ -265,6 +288,7 @@ class StreamManager:
                     stream = _Stream(group, tuple(plan.streams[index]), members, state_since=self._wall())
                     group.streams[regs_key] = stream
                     stream.task = asyncio.create_task(self._run(stream), name=f"event-stream {project_id}")
+                    started.append(stream)
                     continue
                 added, stream.members = members - stream.members, members
                 if stream.connected:
@@ -277,16 +301,52 @@ class StreamManager:
                 f"more than {self._max_streams} event streams would be needed for this identity and project"
             )
             self._set_modes(plan.uncovered, POLLING, reason)
-            if group.streams or group.scopes:
+            if overlap:
+                group.retiring.extend(replaced)
+                task = asyncio.create_task(self._retire(group, replaced, started))
+                self._retirements.add(task)
+                task.add_done_callback(self._retirements.discard)
+            if group.streams or group.scopes or group.retiring:
                 self._groups[key] = group
             else:
                 self._groups.pop(key, None)
 
+    def _room(self, identity_key: str) -> int:
+        """How many more streams this identity may open now: ``max_streams`` over all its
+        groups' streams (retiring ones included), so an overlap never meets the service's cap
+        where stopping first would not."""
+        held = sum(
+            len(g.streams) + len(g.retiring) for g in self._groups.values() if g.identity_key == identity_key
+        )
+        return self._max_streams - held
+
+    async def _retire(self, group: _Group, old: list[_Stream], new: list[_Stream]) -> None:
+        """Stop ``old`` once every stream in ``new`` has connected or failed once (at most
+        ``_RETIRE_MAX_SECONDS``): until then ``old`` streams, so no event is missed meanwhile."""
+        waits = [asyncio.ensure_future(s.first_attempt.wait()) for s in new]
+        try:
+            await asyncio.wait(waits, timeout=_RETIRE_MAX_SECONDS)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+            async with self._lock:
+                for stream in old:
+                    if stream in group.retiring:
+                        group.retiring.remove(stream)
+                        await self._stop(stream)
+                key = (group.identity_key, group.project_id)
+                if not (group.streams or group.scopes or group.retiring) and self._groups.get(key) is group:
+                    del self._groups[key]
+
     async def close(self) -> None:
+        for task in list(self._retirements):
+            task.cancel()
+        await asyncio.gather(*self._retirements, return_exceptions=True)
         async with self._lock:
             for group in self._groups.values():
-                for stream in group.streams.values():
+                for stream in (*group.streams.values(), *group.retiring):
                     await self._stop(stream)
+                group.retiring.clear()
             self._groups.clear()
 
     async def _stop(self, stream: _Stream) -> None:
@@ -312,6 +372,7 @@ class StreamManager:
                 failure = exc
             finally:
                 stream.connected = False
+                stream.first_attempt.set()
             if attempt.healthy:
                 retry.reset()
                 auth_failures = 0
@@ -342,7 +403,11 @@ class StreamManager:
             self.stats.connects += 1
             self._set_modes(stream.members, STREAMING, "event stream connected")
             self.stats.resyncs_after_reconnect += 1
-            await self._resync(set(stream.members), RESYNC_RECONNECT)
+            # What a retiring stream of the group still serves, connected, saw no gap: a
+            # list of it is as fresh as it was (``update``'s overlap).
+            covered = {m for old in group.retiring if old.connected for m in old.members}
+            await self._resync(set(stream.members) - covered, RESYNC_RECONNECT)
+            stream.first_attempt.set()
             iterator = aiter(messages)
             while True:
                 watchdog = asyncio.timeout(self._watchdog_seconds)

@@ -376,11 +376,15 @@ def test_templates_render_once_the_owner_opts_in_and_stop_when_the_opt_in_goes(
     )
     harness.wait_reason(control_plane, namespace, "dsn", "Synced")
 
-    # Removed: the next pass (a change at the service) is refused, and the Secret keeps its data.
+    # Removed: the credential watch requeues the SecretSync at once (no timed cache), it is
+    # refused, and the Secret keeps its data; a change at the service after it is refused too.
+    started = time.monotonic()
     control_plane.kubectl(*annotate, f"{harness.ALLOW_TEMPLATES}-")
-    time.sleep(6)  # the operator reads the opt-in again after at most 5 s
-    service.set_secret(PROJECT_ID, "dev", path, KEY, "opted-in-value-2")
     harness.wait_reason(control_plane, namespace, "dsn", "TemplatesNotAllowed")
+    print(f"opt-in removed → TemplatesNotAllowed: {time.monotonic() - started:.2f} s")
+    service.set_secret(PROJECT_ID, "dev", path, KEY, "opted-in-value-2")
+    time.sleep(3)  # a poll (2 s) and an event have come and gone
+    assert (harness.ready(control_plane, namespace, "dsn") or {}).get("reason") == "TemplatesNotAllowed"
     assert secret_data(control_plane, namespace, "dsn") == {"url": "postgres://app:opted-in-value-1@db/app"}
 
 

@@ -50,12 +50,44 @@ async def test_the_queue_generates_once_and_queues_the_users() -> None:
     gi.enqueue(KEY)
     gi.enqueue(KEY)  # a duplicate request is free
     runner = asyncio.create_task(gi.run())
+    path = objects.path("Secret", "app", "db")
     for _ in range(100):
         await asyncio.sleep(0)
-        if queued:
+        if KEY in gi._stored:
             break
+    assert set(api.secret_data("app", "db") or {}) == {"password"}
+    assert queued == []  # not from the write: from its watch event, which the cache then holds
+    stored = api.objects[path]
+    gi._secret_changed(("app", "db"), intake._slim_secret(stored), listed=False)
+    assert queued == [("app", "s1")]
+    assert KEY not in gi._pending  # our own write's echo does not queue the generator again
     runner.cancel()
     await asyncio.gather(runner, return_exceptions=True)
+
+
+def test_the_secret_watch_keeps_only_generator_values_and_queues_users_on_change() -> None:
+    gi, queued = make()
+    gi.bind(("app", "s1"), [KEY])
+    gi._bodies[KEY] = {"metadata": {"name": "db", "namespace": "app", "uid": "u"}, "spec": {}}
+    owner = {"kind": "PasswordGenerator", "name": "db", "uid": "u", "controller": True}
+
+    def secret(version: str, value: str, *, owned: bool = True) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": "db", "namespace": "app", "resourceVersion": version}
+        if owned:
+            meta["ownerReferences"] = [owner]
+        return {"metadata": meta, "data": {"password": value, "other": "not kept"}}
+
+    gi._secret_changed(("app", "db"), intake._slim_secret(secret("1", "djE=")), listed=True)
+    assert gi._secrets[("app", "db")]["data"] == {"password": "djE="}  # the generator's key only
+    assert queued == [("app", "s1")] and KEY not in gi._pending  # a listing: the value is new
+    queued.clear()
+    gi._secret_changed(("app", "db"), intake._slim_secret(secret("2", "djE=")), listed=False)
+    assert queued == []  # same value (a label edit): the consumers read the same
+    assert KEY in gi._pending  # not our write: the generator looks again
+    gi._secret_changed(("app", "db"), intake._slim_secret(secret("3", "djI=")), listed=False)
     assert queued == [("app", "s1")]
-    assert set(api.secret_data("app", "db") or {}) == {"password"}
-    assert objects.path("Secret", "app", "db") in api.objects
+    queued.clear()
+    gi._secret_changed(("app", "db"), None, listed=False)  # deleted
+    assert queued == [("app", "s1")] and ("app", "db") not in gi._secrets
+    unowned = intake._slim_secret(secret("4", "eA==", owned=False))
+    assert unowned["data"] == {}  # a Secret no generator controls: no value kept

@@ -15,7 +15,15 @@ from secretferry import settings as settings_mod
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import watching
 from secretferry.reconcile import identities as ident_mod
-from secretferry.reconcile import identity_intake, identity_status, reasons, state, tasks, tenancy
+from secretferry.reconcile import (
+    identity_intake,
+    identity_status,
+    reasons,
+    state,
+    tasks,
+    template_trust,
+    tenancy,
+)
 from secretferry.service import auth, listroutes
 from secretferry.service import client as service_client
 
@@ -202,6 +210,32 @@ async def test_consent_taken_back_reports_the_identity_and_requeues_its_secretsy
     ((method, path, kwargs),) = kube.calls
     assert (method, path) == ("PATCH", f"{GROUP_PATH}/namespaces/ns/machineidentities/id/status")
     assert kwargs["body"]["status"]["conditions"][0]["reason"] == reasons.CREDENTIALS_NOT_OPTED_IN
+
+
+@pytest.mark.looptime
+async def test_the_allow_templates_opt_in_taken_back_requeues_its_secretsyncs_at_once() -> None:
+    """Consent to log in stays; only the template opt-in goes: the identity's SecretSyncs pass
+    again now (and are refused TemplatesNotAllowed then), not at their next resync."""
+    kube, queue = FakeKube(), RecordingQueue()
+    syncs = {("ns", "app"): _sync_entry("app", "id"), ("ns", "other"): _sync_entry("other", "someone-else")}
+    intake, registry = _intake(kube, queue, syncs)
+    body = _identity_body("id") | {
+        "spec": {"auth": {"accessToken": {"secretRef": {"name": "creds", "key": "token"}}}}
+    }
+    intake.event(ident_mod.MACHINE, "ADDED", body)
+    intake.take_over()
+    allowed = {tenancy.ALLOWED_IDENTITIES_ANNOTATION: "id"}
+    templates = {template_trust.ALLOW_TEMPLATES_ANNOTATION: "id"}
+
+    intake.consent_seen("Secret", "ns", "creds", allowed | templates)
+    assert queue.queued == {}  # the first sight is no change
+    intake.consent_seen("Secret", "ns", "creds", allowed)
+    assert queue.queued == {("ns", "app"): True}
+    entry = registry.get((ident_mod.MACHINE, "ns", "id"))
+    assert entry is not None and entry.templates_opt_in is False and not entry.withdrawn
+    queue.queued.clear()
+    intake.consent_seen("Secret", "ns", "creds", allowed)  # a relist: nothing new
+    assert queue.queued == {}
 
 
 async def test_a_changed_ca_secret_requeues_the_identitys_secretsyncs_and_a_relist_does_not() -> None:

@@ -194,7 +194,7 @@ class World:
         self.statuses: dict[str, dict[str, Any]] = {}
 
     def lease(
-        self, name: str = "db", namespace: str = "team", **spec: Any
+        self, name: str = "db", namespace: str = "team", *, generation: int = 1, **spec: Any
     ) -> lease_models.DynamicSecretLease:
         status = self.statuses.get(name, {})
         return lease_models.DynamicSecretLease.from_body(
@@ -203,7 +203,7 @@ class World:
                     "name": name,
                     "namespace": namespace,
                     "uid": f"uid-{namespace}-{name}",
-                    "generation": 1,
+                    "generation": generation,
                 },
                 "spec": {
                     "identityRef": {"name": "id"},
@@ -215,9 +215,9 @@ class World:
             }
         )
 
-    async def step(self, name: str = "db", **spec: Any) -> float:
+    async def step(self, name: str = "db", *, generation: int = 1, **spec: Any) -> float:
         before = len(self.kube.calls)
-        delay = await self.keeper.step(self.lease(name, **spec))
+        delay = await self.keeper.step(self.lease(name, generation=generation, **spec))
         for method, path, kwargs in self.kube.calls[before:]:
             if method == "PATCH" and path.endswith(f"/{name}/status"):
                 merged = {**self.statuses.get(name, {}), **kwargs["body"]["status"]}
@@ -359,3 +359,39 @@ async def test_a_project_id_is_looked_up_once_and_its_slug_used() -> None:
     await w.next_call(dynamicSecret=ref)
     assert w.service.calls == ["project", "create", "renew"]  # the slug is cached
     assert w.service.where == {"project_slug": "slug-of-p-1", "environment_slug": "dev", "path": "/"}
+
+
+# --- spec edits: a new generation wakes the loop at once ---------------------------------------
+
+
+def raw(generation: int, name: str = "db") -> dict[str, Any]:
+    """The object as a watch event carries it (what the handler hands ``noticed``)."""
+    return {
+        "metadata": {"name": name, "namespace": "team", "uid": f"uid-team-{name}", "generation": generation}
+    }
+
+
+async def test_a_new_generation_wakes_the_loop_and_the_next_step_follows_the_spec() -> None:
+    w = World()
+    delay = await w.step()
+    woken = w.keeper.woken(w.lease())
+    assert delay == keeper_mod.MAX_WAIT_SECONDS and not woken.is_set()
+    w.keeper.noticed(raw(1))  # our own status patch echoing back: same generation
+    w.keeper.noticed(raw(1, name="other"))  # another object
+    assert not woken.is_set()
+
+    w.keeper.noticed(raw(2))  # renewAtFraction edited: the loop stops waiting
+    assert woken.is_set()
+    renew_at_before = w.statuses["db"]["renewAt"]
+    delay = await w.step(generation=2, renewAtFraction=0.1, ttl="300s")
+    assert not woken.is_set() and w.service.calls == ["create"]  # nothing due: no call
+    status = w.statuses["db"]
+    assert status["observedGeneration"] == 2 and status["renewAt"] != renew_at_before
+    # The new fraction and ttl: renew at expiry - 0.9 * 300 s, i.e. 330 s after the lease (was
+    # 600 - 0.33 * 600 = 402 s).
+    started = w.service.leases["lease-1"][0]
+    await asyncio.sleep(delay)
+    await w.next_call(generation=2, renewAtFraction=0.1, ttl="300s")
+    assert w.service.calls == ["create", "renew"]
+    assert w.clock() - started == pytest.approx(330, abs=1)
+    assert w.service.leases["lease-1"][1] - w.service.leases["lease-1"][0] == pytest.approx(900)

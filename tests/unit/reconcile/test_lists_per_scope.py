@@ -127,6 +127,7 @@ class Operator:
         added, removed = self.index.bind(key, [scope], instant=True, refresh_seconds=300, now=self.clock())
         if added or removed:
             self.streaming.scopes_changed(added, removed)
+        await self.streaming.until_decided(scope)  # as sync.py: a new scope's list after its subscribe
         scope_state = self.index.get(scope)
         assert scope_state is not None
         await self.fetcher.fetch(scope, self.service, not_older_than=scope_state.fresh_after)  # type: ignore[arg-type]
@@ -172,6 +173,41 @@ async def test_a_start_up_lists_again_only_what_was_listed_before_the_stream_sub
     assert operator.service.lists == SCOPES + early
 
 
+async def test_a_start_up_lists_each_scope_once_when_the_subscribe_takes_a_moment(
+    operator: Operator,
+) -> None:
+    """The real stream's opener takes a moment (its login, its task) while the first pass's list
+    is already on the wire: that list was sent before the subscribe, made stale by the connect
+    and sent again (10 scopes: 11 lists at start-up). Now a new scope's first list waits for its
+    stream's subscribe (``Streaming.until_decided``): one list per scope."""
+    operator.service.login_seconds = 0.01
+    await operator.start()
+
+    assert operator.streaming.manager.open_streams == 1
+    assert _first_lists_before_the_subscribe(operator.service) == 0
+    assert operator.service.lists == SCOPES  # before: SCOPES + the scopes listed before the subscribe
+
+
+async def test_a_live_secretsync_before_the_backlog_costs_no_second_list(operator: Operator) -> None:
+    """bench_operator_scale's start-up: a SecretSync created right after start is live work, so
+    it binds scope 0 and its stream first; the backlog's scopes then replan that stream. The
+    replacement connects before the old stream stops (service.streams), so scope 0 saw no gap
+    and is not listed again: one list per scope (before: 11 for 10)."""
+    operator.service.login_seconds = 0.01
+    operator.queue.start()
+    first = next(k for k in sorted(operator.scope_of) if operator.scope_of[k].path.endswith("s00"))
+    operator.queue.enqueue(first, live=True)
+    await operator.settle()
+    assert operator.service.lists == 1
+    for key in sorted(operator.scope_of):
+        operator.queue.enqueue(key, live=False, first=True)
+    await operator.settle()
+
+    assert len(operator.service.subscribe_times) >= 2  # the replan reconnected
+    assert operator.streaming.manager.open_streams == 1
+    assert operator.service.lists == SCOPES
+
+
 async def test_a_reconnect_later_still_makes_every_scope_of_the_stream_stale(operator: Operator) -> None:
     await operator.start()
     first = operator.service.lists
@@ -187,11 +223,15 @@ async def test_a_reconnect_later_still_makes_every_scope_of_the_stream_stale(ope
 async def test_a_stream_that_subscribes_long_after_its_scopes_were_listed_has_them_listed_again(
     operator: Operator,
 ) -> None:
-    operator.service.login_seconds = 3.0  # the first lists all go out before the subscribe
+    """A stream slower than a first list waits (3 s against 2 s): the scopes listed before its
+    subscribe are listed again at its connect, and only those (the later ones waited for it)."""
+    operator.service.login_seconds = 3.0
     await operator.start()
-    assert operator.service.lists == SCOPES
     await asyncio.sleep(operator.service.login_seconds)  # the stream connects
     await operator.settle()
 
     assert operator.streaming.manager.open_streams == 1
-    assert operator.service.lists == 2 * SCOPES
+    subscribed = operator.service.subscribe_times[0]
+    early = sum(1 for t in operator.service.list_times if t < subscribed)
+    assert 0 < early < SCOPES  # the first workers' scopes gave up waiting; the rest waited
+    assert operator.service.lists == SCOPES + early

@@ -13,8 +13,8 @@ from test_sync import HOST, NAMESPACE, SECRET_PATH, VALUES, FakeList, World, syn
 
 from secretferry.kube import errors as kube_errors
 from secretferry.kube import objects
-from secretferry.reconcile import reasons
-from secretferry.reconcile.generators import store
+from secretferry.reconcile import reasons, served
+from secretferry.reconcile.generators import intake, store
 from secretferry.service import client
 
 pytestmark = pytest.mark.looptime
@@ -101,3 +101,80 @@ def test_the_store_reads_by_owner_uid_not_by_label() -> None:
     labelled_only = {"labels": {store.GENERATOR_LABEL: "db"}}
     assert not store.owned_by(labelled_only, "uid-gen")
     assert not store.owned_by({"ownerReferences": [{"uid": "uid-gen", "controller": True}]}, None)
+
+
+# --- the generator intake's watch cache: a pass reads nothing from the apiserver --------------
+
+
+def gen_reads(world: World) -> list[str]:
+    """GETs of generators and of Secrets other than the target."""
+    return [
+        p
+        for m, p, _ in world.kube.calls
+        if m == "GET" and (p == GEN_PATH or p == objects.path("Secret", NAMESPACE, "db"))
+    ]
+
+
+def cached_intake(world: World, *, namespace: str = NAMESPACE) -> intake.GeneratorIntake:
+    """A generator intake whose watches showed generator ``db`` and its Secret in ``namespace``."""
+    gi = intake.GeneratorIntake(
+        kube=world.kube.port(),
+        instance="t",
+        enqueue_sync=lambda key: None,
+        served=served.ServedNamespaces(None),
+    )
+    gi._bodies[("PasswordGenerator", namespace, "db")] = {
+        "metadata": {"name": "db", "namespace": namespace, "uid": "uid-gen"},
+        "spec": {},
+    }
+    secret = {
+        "metadata": {
+            "name": "db",
+            "namespace": namespace,
+            "resourceVersion": "1",
+            "ownerReferences": [
+                {"kind": "PasswordGenerator", "name": "db", "uid": "uid-gen", "controller": True}
+            ],
+        },
+        "data": {"password": base64.b64encode(GENERATED.encode()).decode()},
+    }
+    gi._secret_changed((namespace, "db"), intake._slim_secret(secret), listed=True)
+    world.deps.generator_sources = gi
+    return gi
+
+
+async def test_a_pass_reads_the_generator_from_the_watch_cache_not_the_apiserver(world: World) -> None:
+    """Before: 2 GETs per pass (the generator, its Secret); with the watches' cache: 0."""
+    put_generator(world, owned=True)
+    uncached = await world.run(sync_body(sources=SOURCES))
+    assert uncached is None and len(gen_reads(world)) == 2  # the read, as every pass made it before
+
+    gi = cached_intake(world)
+    world.kube.calls.clear()
+    for _ in range(3):
+        world.later()
+        assert await world.run(sync_body(sources=SOURCES)) is None
+    assert target(world) == {**VALUES, "DB_ADMIN": GENERATED}
+    assert gen_reads(world) == [] and gi.reads == 0
+
+
+async def test_the_cache_answers_only_in_the_consumers_own_namespace(world: World) -> None:
+    """A generator of another namespace in the cache is no answer: the pass reads its own
+    namespace (where there is none) and gets GeneratorNotFound, as before."""
+    gi = cached_intake(world, namespace="other-team")
+    world.apiserver.faults[("GET", GEN_PATH)] = kube_errors.NotFound(404, "NotFound", "gone")
+    assert await world.run(sync_body(sources=SOURCES)) is None
+    assert world.ready()["reason"] == reasons.GENERATOR_NOT_FOUND
+    assert gi.reads == 1 and target(world) is None
+
+
+async def test_a_cached_secret_the_generator_does_not_own_is_not_read(world: World) -> None:
+    gi = cached_intake(world)
+    labelled_only = {
+        "metadata": {"name": "db", "namespace": NAMESPACE, "resourceVersion": "2", "labels": {}},
+        "data": {"password": base64.b64encode(b"a tenant's own value").decode()},
+    }
+    gi._secret_changed((NAMESPACE, "db"), intake._slim_secret(labelled_only), listed=False)
+    assert await world.run(sync_body(sources=SOURCES)) is not None
+    assert world.ready()["reason"] == reasons.GENERATOR_NOT_READY
+    assert target(world) is None and gi.reads == 0

@@ -7,6 +7,7 @@ SecretSync with templates proceeds only when the identity's credential owner opt
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator
 from typing import Any
@@ -253,24 +254,49 @@ async def test_a_sync_without_templates_reads_nothing(world: World) -> None:
     assert world.kube.calls == []
 
 
-async def test_the_opt_in_is_read_again_after_a_few_seconds(world: World) -> None:
-    """One read serves a burst of passes; a removed opt-in stops templates within seconds."""
+async def test_the_watch_keeps_the_opt_in_current_without_a_timer(world: World) -> None:
+    """One read serves a burst of passes, however long; the watch's view replaces it, so a
+    withdrawal counts from the very next pass (no 5 s grace) and a grant needs no read either."""
     world.annotate("Secret", {ALLOWED: "id", TEMPLATES: "id"})
     entry = world.registry.upsert(ident_mod.MACHINE, machine("Secret"))
     for _ in range(3):
         assert await checked(world, entry, secret_sync(TEMPLATED)) is None
+        world.clock.now += 60.0  # no timer: still the one read
     assert world.reads() == 1
 
-    world.annotate("Secret", {ALLOWED: "id"})
-    world.clock.now += 1.0
-    assert await checked(world, entry, secret_sync(TEMPLATED)) is None  # within the 5 s
-    world.clock.now += 5.0
+    withdrawn = {ALLOWED: "id"}
+    world.annotate("Secret", withdrawn)
+    assert world.registry.templates_seen("Secret", "team-a", "creds", withdrawn) == [entry]
     assert await checked(world, entry, secret_sync(TEMPLATED)) == reasons.TEMPLATES_NOT_ALLOWED
-    assert world.reads() == 2
-
-    world.annotate("Secret", {ALLOWED: "id", TEMPLATES: "id"})  # added again: noticed on a retry
-    world.clock.now += 5.0
+    granted = {ALLOWED: "id", TEMPLATES: "id"}
+    world.annotate("Secret", granted)
+    assert world.registry.templates_seen("Secret", "team-a", "creds", granted) == [entry]
     assert await checked(world, entry, secret_sync(TEMPLATED)) is None
+    assert world.registry.templates_seen("Secret", "team-a", "unrelated", {}) == []
+    assert world.registry.templates_seen("Secret", "team-a", "creds", None) == [entry]  # deleted
+    assert world.reads() == 1  # every answer after the first came from the watch
+
+
+async def test_a_read_overtaken_by_a_watch_event_is_not_kept(world: World) -> None:
+    """A read sent before a withdrawal that the watch shows while it is under way answers that
+    pass (it was sent first), but is not kept: the next pass goes by the watch."""
+    world.annotate("Secret", {ALLOWED: "id", TEMPLATES: "id"})
+    entry = world.registry.upsert(ident_mod.MACHINE, machine("Secret"))
+    gate = asyncio.Event()
+    answer = world.apiserver.answer
+
+    async def slow(method: str, path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        await gate.wait()
+        return await answer(method, path, kwargs)
+
+    world.kube._answer = slow
+    task = asyncio.create_task(checked(world, entry, secret_sync(TEMPLATED)))
+    await asyncio.sleep(0)  # the read is under way
+    world.registry.templates_seen("Secret", "team-a", "creds", {ALLOWED: "id"})
+    gate.set()
+    assert await task is None
+    assert await checked(world, entry, secret_sync(TEMPLATED)) == reasons.TEMPLATES_NOT_ALLOWED
+    assert world.reads() == 1
 
 
 @pytest.mark.parametrize(

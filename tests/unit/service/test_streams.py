@@ -484,3 +484,47 @@ async def test_a_scope_joining_a_refused_stream_is_polling_too(
     assert service.attempts == 1  # same registrations: the waiting stream serves it, no reconnect
     assert rec.mode_of(filtered) == "Polling"
     assert rec.modes[-1][1:] == ("Polling", "the server has no event stream (subscribe: route not found)")
+
+
+async def test_a_replan_opens_the_new_stream_before_it_stops_the_old(
+    manager: streams.StreamManager, service: FakeService, rec: Recorder
+) -> None:
+    """No gap: the scopes the old stream served are not resynced at the new one's connect; only
+    the scope it did not serve (before: every scope of the group, a list each)."""
+    await manager.update("id", "p-1", {A})
+    await until(lambda: len(service.open) == 1)
+    old = service.conns[0]
+    rec.resyncs.clear()
+    C = S("dev", "/c")
+    await manager.update("id", "p-1", {A, C})  # new registrations: a new stream replaces the old
+    await until(lambda: service.attempts == 2 and old.closed)
+    new = service.conns[1]
+    assert old.closed_at is not None and new.opened_at <= old.closed_at  # overlapping, not a gap
+    assert service.open == [new] and manager.running_streams == 1
+    assert rec.reasons("reconnect") == [frozenset({C})]
+    assert rec.mode_of(A) == "Streaming" and rec.mode_of(C) == "Streaming"
+
+
+async def test_a_replan_without_room_stops_first_and_resyncs_everything(
+    service: FakeService, rec: Recorder
+) -> None:
+    """An identity at its stream cap gets no second stream for the overlap: stop, then start."""
+    manager = streams.StreamManager(
+        open_stream=service.open_stream,
+        on_resync=rec.on_resync,
+        on_mode=rec.on_mode,
+        max_streams=1,
+        clock=asyncio.get_running_loop().time,
+    )
+    try:
+        await manager.update("id", "p-1", {A})
+        await until(lambda: len(service.open) == 1)
+        old = service.conns[0]
+        rec.resyncs.clear()
+        C = S("dev", "/c")
+        await manager.update("id", "p-1", {A, C})
+        assert old.closed  # stopped before the new one started
+        await until(lambda: service.attempts == 2 and len(service.open) == 1)
+        assert rec.reasons("reconnect") == [frozenset({A, C})]
+    finally:
+        await manager.close()

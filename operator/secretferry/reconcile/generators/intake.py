@@ -6,13 +6,22 @@ requests, and they must never wait behind a 10,000-SecretSync backlog (nor make 
 workers; a key queued while it runs runs again after (no lost change, no concurrent pass of one
 generator — two at once could both generate).
 
-Why watch the Secrets (metadata only, selected by the generator label): a deleted or hand-edited
-Secret is noticed at once (the generator makes a new value, or its consumers re-read the edited
-one) without holding any Secret data here.
+Why watch the Secrets (selected by the generator label): a deleted or hand-edited Secret is
+noticed at once (the generator makes a new value, or its consumers re-read the edited one), and
+the consumers read the value from what this watch keeps (``value``) instead of two GETs per pass
+(the generator, its Secret). What is kept of a Secret: its name, resourceVersion and
+ownerReferences, and the one data key of the generator kind that controls it; nothing of a
+Secret no generator controls (anyone may set the label: it selects, it never grants). The same
+Secrets are in the operator's managed-object cache already (they carry the managed-by label), so
+holding their value here exposes nothing new; the tenant rule is the read's: a consumer is
+answered from its own namespace only, from a Secret whose controller ownerReference carries the
+generator's uid (store.value_of). What the cache does not hold (not listed yet, a generator or
+Secret missing) is read as before.
 
 Consumers: a SecretSync pass that reads a generator tells ``bind`` (before reading, so one that
-is not ready yet is queued by its first value); every value written queues those SecretSyncs as
-live work — the regenerate → SecretSync target path takes one pass each, well under a second.
+is not ready yet is queued by its first value); every change of the value the Secret watch keeps
+queues those SecretSyncs as live work — from the watch, not from the write, so the pass they
+run reads the new value from the cache (a watch event follows its write by milliseconds).
 """
 
 from __future__ import annotations
@@ -63,8 +72,13 @@ class GeneratorIntake:
         self._uses: dict[SyncKey, tuple[GeneratorKey, ...]] = {}
         self._timers: set[asyncio.TimerHandle] = set()
         self._stored: dict[GeneratorKey, str] = {}
-        """The resourceVersion of each generator's last write: its echo in the Secret watch is
-        not news (the pass queued the consumers already)."""
+        """The resourceVersion of each generator's last write: its echo in the Secret watch does
+        not queue the generator again."""
+        self._secrets: dict[tuple[str, str], dict[str, Any]] = {}
+        """(namespace, name) → a generator-controlled Secret as the watch last saw it (slim:
+        ``_slim_secret``); what ``value`` answers consumers from."""
+        self.reads = 0
+        """Consumer reads the cache could not answer (two GETs each): the tests' count."""
 
     # --- SecretSyncs that read generators (the pass's side) ---------------------------------------
     def bind(self, sync_key: SyncKey, keys: Iterable[GeneratorKey]) -> None:
@@ -84,9 +98,22 @@ class GeneratorIntake:
         return set(self._users.get(key, ()))
 
     def _stored_new(self, kind: str, namespace: str, name: str, resource_version: str) -> None:
-        """The pass stored a new value: the consumers re-read it now."""
+        """The pass stored a new value: its watch event queues the consumers (``watch_secrets``)
+        and not the generator itself."""
         self._stored[(kind, namespace, name)] = resource_version
-        self._written(kind, namespace, name)
+
+    async def value(self, ref: generators.GeneratorRef, *, namespace: str) -> dict[str, str]:
+        """``{key: value}`` of generator ``ref`` for a consumer in ``namespace`` (its own only):
+        from the watches' bodies when they hold both the generator and its Secret, else read
+        (store.read_value). Raises ``problems.Problem`` as the read does."""
+        body = self._bodies.get((ref.kind, namespace, ref.name))
+        secret = None
+        if body is not None:
+            secret = self._secrets.get((namespace, store.secret_name_of(ref.name, body)))
+        if body is None or secret is None:
+            self.reads += 1
+            return await store.read_value(self._kube, ref, namespace=namespace)
+        return store.value_of(ref, generator=body, secret=secret)
 
     def _written(self, kind: str, namespace: str, name: str) -> None:
         for sync_key in sorted(self._users.get((kind, namespace, name), ())):
@@ -125,27 +152,44 @@ class GeneratorIntake:
                 self.enqueue(key)
 
     async def watch_secrets(self, namespace: str | None, lists_may_start: asyncio.Event) -> None:
-        """Metadata of the generators' Secrets: a deletion or an edit queues the generator and the
-        SecretSyncs reading it."""
+        """The generators' Secrets, kept for consumers (``value``): a new value queues the
+        SecretSyncs reading it; a deletion or an edit not our own also queues the generator."""
+        seen: set[tuple[str, str]] = set()
         async for event in watching.watch(
             self._kube,
             path=kube_objects.collection_path("Secret"),
             label_selector=store.GENERATOR_LABEL,
             namespace=namespace,
             list_after=lists_may_start,
-            metadata_only=True,
         ):
-            if event.type == "SYNCED" or event.listed:
+            if event.type == "SYNCED":
+                for gone in [s for s in self._secrets if namespace is None or s[0] == namespace]:
+                    if gone not in seen:  # deleted while the watch was down
+                        self._secret_changed(gone, None, listed=False)
+                seen = set()
                 continue
             meta = event.object.get("metadata") or {}
-            for ref in meta.get("ownerReferences") or []:
-                if ref.get("controller") is True and ref.get("kind") in KINDS:
-                    key: GeneratorKey = (ref["kind"], meta.get("namespace", ""), ref.get("name", ""))
-                    if event.type != "DELETED" and meta.get("resourceVersion") == self._stored.get(key):
-                        continue  # our own write's echo
-                    if key in self._bodies:
-                        self.enqueue(key)
-                    self._written(*key)
+            where = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            if event.type == "DELETED":
+                self._secret_changed(where, None, listed=False)
+                continue
+            seen.add(where)
+            self._secret_changed(where, _slim_secret(event.object), listed=event.listed)
+
+    def _secret_changed(self, where: tuple[str, str], secret: dict[str, Any] | None, *, listed: bool) -> None:
+        """Keep ``secret`` (None: gone); queue consumers when what they read changed, and the
+        generator when someone else changed its Secret."""
+        old = self._secrets.pop(where, None)
+        if secret is not None:
+            self._secrets[where] = secret
+        for key in _controllers(old) | _controllers(secret):
+            value_changed = _value(old, key) != _value(secret, key)
+            version = ((secret or {}).get("metadata") or {}).get("resourceVersion")
+            ours = secret is not None and version is not None and version == self._stored.get(key)
+            if not ours and not listed and key in self._bodies:
+                self.enqueue(key)  # deleted or edited by hand: the generator decides again
+            if value_changed or (secret is None) != (old is None):
+                self._written(*key)
 
     async def take_in(self, namespace: str) -> None:
         """``namespace`` came to match the namespace selector: its generators are served from now
@@ -231,6 +275,56 @@ class GeneratorIntake:
                 self.enqueue(key)
             elif delay is not None:
                 self._enqueue_later(key, delay)
+
+
+def _slim_secret(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a consumer's read needs of a generator's Secret: name, resourceVersion, the
+    controller ownerReference, and the data key of that generator's kind (nothing of a Secret
+    no generator controls: the label alone is anyone's to set)."""
+    meta = obj.get("metadata") or {}
+    refs = [
+        {k: r.get(k) for k in ("kind", "name", "uid", "controller")}
+        for r in meta.get("ownerReferences") or []
+        if r.get("controller") is True and r.get("kind") in KINDS
+    ]
+    data = obj.get("data") or {}
+    keys = {generators.KEYS[r["kind"]] for r in refs}
+    return {
+        "metadata": {
+            "name": meta.get("name", ""),
+            "namespace": meta.get("namespace", ""),
+            "resourceVersion": meta.get("resourceVersion"),
+            "ownerReferences": refs,
+        },
+        "data": {k: v for k, v in data.items() if k in keys},
+    }
+
+
+def _controllers(secret: Mapping[str, Any] | None) -> set[GeneratorKey]:
+    """The generator that controls ``secret``, as a key (a set: none or one)."""
+    if secret is None:
+        return set()
+    meta = secret.get("metadata") or {}
+    return {
+        (str(r["kind"]), str(meta.get("namespace", "")), str(r.get("name", "")))
+        for r in meta.get("ownerReferences") or []
+        if r.get("controller") is True and r.get("kind") in KINDS
+    }
+
+
+def _value(secret: Mapping[str, Any] | None, key: GeneratorKey) -> tuple[str | None, str | None]:
+    """(controller uid, encoded value) a consumer of ``key`` would read from ``secret``."""
+    if secret is None:
+        return None, None
+    uid = next(
+        (
+            r.get("uid")
+            for r in (secret.get("metadata") or {}).get("ownerReferences") or []
+            if (r.get("kind"), r.get("name")) == (key[0], key[2])
+        ),
+        None,
+    )
+    return uid, (secret.get("data") or {}).get(generators.KEYS[key[0]])
 
 
 def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

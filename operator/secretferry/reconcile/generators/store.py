@@ -116,10 +116,41 @@ def generator_path(kind: str, namespace: str, name: str) -> str:
     )
 
 
+def secret_name_of(ref_name: str, body: Mapping[str, Any]) -> str:
+    """The Secret a generator writes: ``spec.target.name``, else the generator's own name."""
+    spec_target = ((body.get("spec") or {}).get("target") or {}).get("name")
+    return str(spec_target or ref_name)
+
+
+def value_of(
+    ref: generators.GeneratorRef,
+    *,
+    generator: Mapping[str, Any],
+    secret: Mapping[str, Any] | None,
+) -> dict[str, str]:
+    """``{key: value}`` from the generator body and its Secret (as read, or as a watch keeps
+    them); raises GeneratorNotReady when the Secret is missing, not the generator's (by uid), or
+    holds no value yet. One rule for both the read and the cache, so neither lets a consumer read
+    a Secret its generator does not own."""
+    what = f"generator {ref.kind} {ref.name}"
+    key = generators.KEYS[ref.kind]
+    uid = (generator.get("metadata") or {}).get("uid")
+    encoded = ((secret or {}).get("data") or {}).get(key)
+    if secret is None or not owned_by(secret.get("metadata") or {}, uid) or not encoded:
+        raise problems.Problem(
+            reasons.GENERATOR_NOT_READY,
+            f"{what} has not generated a value into its Secret {secret_name_of(ref.name, generator)} yet",
+            retriable=True,
+        )
+    return {key: base64.b64decode(encoded).decode()}
+
+
 async def read_value(
     kube: kube_client.Kube, ref: generators.GeneratorRef, *, namespace: str
 ) -> dict[str, str]:
-    """``{key: value}`` of the generator ``ref`` in ``namespace``, read from its own Secret.
+    """``{key: value}`` of the generator ``ref`` in ``namespace``, read from its own Secret: two
+    GETs (the generator, its Secret). The pass asks the intake's watch cache first
+    (intake.py ``value``); this read serves what the cache does not hold.
 
     Raises ``problems.Problem``: GeneratorNotFound (no such generator), GeneratorNotReady (no
     value yet, or its Secret is not the generator's); Kubernetes errors as ``outcomes`` says.
@@ -135,19 +166,9 @@ async def read_value(
         ) from None
     except kube_errors.KubeError as exc:
         raise outcomes.from_kube_error(exc, what=f"reading {what}") from None
-    meta = body.get("metadata") or {}
-    spec_target = ((body.get("spec") or {}).get("target") or {}).get("name")
-    secret_name = spec_target or ref.name
+    secret_name = secret_name_of(ref.name, body)
     try:
         secret = await kube_objects.get(kube, kind="Secret", namespace=namespace, name=secret_name)
     except kube_errors.KubeError as exc:
         raise outcomes.from_kube_error(exc, what=f"reading the Secret of {what}") from None
-    key = generators.KEYS[ref.kind]
-    encoded = ((secret or {}).get("data") or {}).get(key)
-    if secret is None or not owned_by(secret.get("metadata") or {}, meta.get("uid")) or not encoded:
-        raise problems.Problem(
-            reasons.GENERATOR_NOT_READY,
-            f"{what} has not generated a value into its Secret {secret_name} yet",
-            retriable=True,
-        )
-    return {key: base64.b64decode(encoded).decode()}
+    return value_of(ref, generator=body, secret=secret)

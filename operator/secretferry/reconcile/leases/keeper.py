@@ -21,14 +21,23 @@ credential) but is cut out of every Event and log line, as the service's own mes
 
 The per-namespace bound (``max_leases_per_namespace``) is counted here, over the objects of this
 operator that hold a lease; it is checked before a lease is taken, never for a renewal.
+
+Spec edits: the handlers tell ``noticed`` of every watch event; a generation other than the one
+the last step worked with sets the object's ``woken`` event, which ends the loop's wait at once
+(before: the wait ran out, up to ``MAX_WAIT_SECONDS``). The next step works with the new spec: a
+new ``target.name`` takes a lease for that Secret, a new ``ttl`` is the term of the next renewal,
+a new ``renewAtFraction`` moves the renewal; status shows the new ``observedGeneration`` and
+``renewAt`` even when nothing else is due.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -48,7 +57,9 @@ from secretferry.service import leases as service_leases
 from secretferry.service import models as service_models
 
 log = logging.getLogger(__name__)
-MAX_WAIT_SECONDS = 300.0  # look again at least this often: a deleted Secret or a spec change is seen
+MAX_WAIT_SECONDS = (
+    300.0  # look again at least this often: a deleted Secret is seen (a spec edit wakes at once)
+)
 MAX_RETRY_SECONDS = 300.0  # the backoff's ceiling for retriable failures
 READY = "Ready"
 
@@ -106,6 +117,8 @@ class LeaseKeeper:
         self._failures: dict[str, int] = {}
         self._reported: dict[str, tuple[str, str]] = {}
         self._slugs: dict[tuple[str, str], str] = {}  # (identity, project id) → slug
+        self._generations: dict[str, int | None] = {}  # uid → the generation its last step worked with
+        self._wakes: dict[str, asyncio.Event] = {}  # uid → set when a newer generation is seen
         self.calls = 0
         """Lease calls made (create, renew, revoke): the benchmark's count."""
 
@@ -149,17 +162,41 @@ class LeaseKeeper:
         self._hold(lease, None)
         self._failures.pop(uid, None)
         self._reported.pop(uid, None)
+        self._generations.pop(uid, None)
+        self._wakes.pop(uid, None)
+
+    # --- spec edits ----------------------------------------------------------------------------
+    def woken(self, lease: lease_models.DynamicSecretLease) -> asyncio.Event:
+        """Set when the object's spec changed since its last step: the loop stops waiting."""
+        return self._wake(self._uid(lease))
+
+    def _wake(self, uid: str) -> asyncio.Event:
+        return self._wakes.setdefault(uid, asyncio.Event())
+
+    def noticed(self, body: Mapping[str, Any]) -> None:
+        """A watch event of a DynamicSecretLease (raw body): wake its loop when its generation is
+        not the one its last step worked with (a status-only change, our own patches included,
+        keeps the generation)."""
+        meta = body.get("metadata") or {}
+        uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+        if uid in self._generations and meta.get("generation") != self._generations[uid]:
+            self._wake(uid).set()
 
     # --- the step --------------------------------------------------------------------------------
     async def step(self, lease: lease_models.DynamicSecretLease) -> float:
         """Do what is due; return the seconds until the next step."""
         now = self._clock()
-        held = self.held(lease)
+        uid = self._uid(lease)
+        self.woken(lease).clear()
+        self._generations[uid] = lease.metadata.generation
+        held = self._with_spec(lease, self.held(lease))
         if held is not None and not await target.present(self._kube, lease):
             held = None  # the credentials are gone with their Secret: a new lease is needed
         plan = schedule.next_step(held, now=now, fraction=lease.spec.renew_at_fraction)
         try:
             if plan.action == "wait":
+                if held is not None and self._edited_while_leased(lease):
+                    await self._report(lease, held, "True", reasons.LEASED, self._ready_text(held))
                 return min(max(plan.at - now, 0.0), MAX_WAIT_SECONDS)
             if plan.action == "renew" and held is not None:
                 renewed = await self._renew(lease, held)
@@ -169,6 +206,24 @@ class LeaseKeeper:
             return self._after_success(lease)
         except problems.Problem as problem:
             return await self._failed(lease, problem, held)
+
+    def _with_spec(
+        self, lease: lease_models.DynamicSecretLease, held: schedule.Held | None
+    ) -> schedule.Held | None:
+        """What is held, with the spec's ``ttl`` as the term of the next renewal (an edited ttl)."""
+        term = lease.spec.ttl and models_base.parse_duration(lease.spec.ttl)
+        if held is None or not term or float(term) == held.term_seconds:
+            return held
+        held = dataclasses.replace(held, term_seconds=float(term))
+        self._hold(lease, held)
+        return held
+
+    def _edited_while_leased(self, lease: lease_models.DynamicSecretLease) -> bool:
+        """A spec edit that needs no call: status still names the old generation, and Ready says
+        Leased (a renewal being retried keeps its own message until it succeeds)."""
+        if lease.status.observed_generation == lease.metadata.generation:
+            return False
+        return self._reported.get(self._uid(lease)) in (None, ("True", reasons.LEASED))
 
     def _after_success(self, lease: lease_models.DynamicSecretLease) -> float:
         self._failures.pop(self._uid(lease), None)

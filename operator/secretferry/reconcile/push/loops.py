@@ -6,7 +6,8 @@ an edit of a key the SecretSync writes is a hand edit it repairs from F, racing 
 new value into F, and the two may undo each other. A push and a pull of one folder into
 *different* Secrets settle (the integration test counts the writes); this is the one shape that
 cannot, so it is refused with ``PushLoop``, naming the SecretSync. Pure: it reads the SecretSync
-bodies the controller keeps.
+bodies the controller keeps, those the table's index says write the pushed Secret (sync_table.py:
+a pass costs O(SecretSyncs writing that Secret), not O(all SecretSyncs)).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from secretferry.models import pushsecret as push_models
-from secretferry.reconcile import problems, reasons
+from secretferry.reconcile import problems, reasons, sync_table
 
 
 def _under(path: str, prefix: str) -> bool:
@@ -42,16 +43,16 @@ def pulling_into(
     secret: str,
     destination: push_models.Destination,
 ) -> str | None:
-    """The name of a SecretSync in ``namespace`` that writes ``secret`` from the destination."""
-    for (ns, name), body in syncs:
-        if ns != namespace:
+    """The name of a SecretSync in ``namespace`` that writes ``secret`` from the destination.
+
+    ``syncs``: candidates, usually ``SyncTable.writing(namespace, secret)``; any others are
+    skipped here too."""
+    for key, body in syncs:
+        if sync_table.written_secret(key, body) != (namespace, secret):
             continue
         spec = body.get("spec") or {}
-        target = spec.get("target") or {}
-        if target.get("kind", "Secret") != "Secret" or (target.get("name") or name) != secret:
-            continue
         if any(_reads(src, destination) for src in spec.get("sources") or []):
-            return name
+            return key[1]
     return None
 
 

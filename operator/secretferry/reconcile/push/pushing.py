@@ -49,8 +49,11 @@ class PushDeps:
     slugs: scope_mod.SlugCache
     hmac_key: bytes
     instance: str
-    syncs: Callable[[], Iterable[tuple[tuple[str, str], Mapping[str, Any]]]] = lambda: ()
-    """The SecretSyncs' kept bodies by (namespace, name), for ``loops``."""
+    syncs_writing: Callable[[str, str], Iterable[tuple[tuple[str, str], Mapping[str, Any]]]] = (
+        lambda namespace, secret: ()
+    )
+    """(key, kept body) of the SecretSyncs writing Secret (namespace, name), for ``loops``: the
+    table's index (``SyncTable.writing``), so a pass never scans every SecretSync."""
 
 
 @dataclass
@@ -117,7 +120,10 @@ async def read_source(deps: PushDeps, push: push_models.PushSecret, secret_name:
     """The keys to push (selected, rewritten), after the opt-in check; raises ``Problem``."""
     namespace, name = push.metadata.namespace or "", push.metadata.name
     sync = loops.pulling_into(
-        deps.syncs(), namespace=namespace, secret=secret_name, destination=push.spec.destination
+        deps.syncs_writing(namespace, secret_name),
+        namespace=namespace,
+        secret=secret_name,
+        destination=push.spec.destination,
     )
     if sync is not None:
         raise loops.refusal(namespace=namespace, secret=secret_name, sync=sync)
