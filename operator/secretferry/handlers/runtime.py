@@ -117,6 +117,30 @@ class _AtDebug(logging.Filter):
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
+class _ClosedTransportRace(logging.Filter):
+    """One line at DEBUG, not an ERROR with a traceback, for uvloop's known race on a TLS
+    connection that is already closed: its SSL protocol still writes to the closed transport and
+    the loop logs "Fatal error on SSL protocol" with ``RuntimeError: unable to perform operation on
+    <TCPTransport closed=True ...>; the handler is closed`` (MagicStack/uvloop#506, open). The
+    connection was over anyway and its owner (aiohttp, httpx) has already seen it close and retries
+    or reports as for any closed connection; a traceback in the log would send people after a
+    failure that is not there. Every other asyncio error passes untouched."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not (
+            isinstance(exc, RuntimeError)
+            and "the handler is closed" in str(exc)
+            and str(record.msg).startswith(("Fatal error on SSL protocol", "Fatal error on transport"))
+        ):
+            return True
+        record.msg = "a TLS connection was already closed when uvloop wrote to it (uvloop#506)"
+        record.args = ()
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
 def configure_logging(cfg: settings_mod.Settings) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if cfg.log_format == "json" else TextFormatter())
@@ -129,6 +153,9 @@ def configure_logging(cfg: settings_mod.Settings) -> None:
     access = logging.getLogger(_ACCESS_LOGGER)
     if not any(isinstance(f, _AtDebug) for f in access.filters):
         access.addFilter(_AtDebug())
+    loop_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _ClosedTransportRace) for f in loop_log.filters):
+        loop_log.addFilter(_ClosedTransportRace())
     # The metrics endpoint (prometheus_client's server) logs no requests at all.
 
 

@@ -21,7 +21,7 @@ from secretferry import logfields
 from secretferry import settings as settings_mod
 from secretferry.handlers import runtime
 
-_TOUCHED = ("", "httpx", "kopf.objects", "aiohttp.access")
+_TOUCHED = ("", "httpx", "kopf.objects", "aiohttp.access", "asyncio")
 
 
 _BUFFER = io.StringIO()
@@ -127,6 +127,50 @@ def test_liveness_probes_are_logged_at_debug(output: io.StringIO, level: str, sh
     )
     lines = _json_lines(output)
     assert [line["level"] for line in lines] == (["DEBUG"] if shown else [])
+
+
+def _loop_error(message: str, exc: BaseException) -> None:
+    """What asyncio's default exception handler logs for a transport error (base_events)."""
+    try:
+        raise exc
+    except BaseException as raised:
+        logging.getLogger("asyncio").error(message, exc_info=raised)
+
+
+_CLOSED = "unable to perform operation on <TCPTransport closed=True reading=False 0x1>; the handler is closed"
+
+
+@pytest.mark.parametrize(("level", "shown"), [("INFO", False), ("DEBUG", True)])
+def test_uvloops_closed_transport_race_is_one_debug_line(
+    output: io.StringIO, level: str, shown: bool
+) -> None:
+    _configure(log_format="json", log_level=level)
+    _loop_error(
+        "Fatal error on SSL protocol\nprotocol: <uvloop.loop.SSLProtocol>\ntransport: <TCPTransport>",
+        RuntimeError(_CLOSED),
+    )
+    lines = _json_lines(output)
+    assert [line["level"] for line in lines] == (["DEBUG"] if shown else [])
+    assert "Traceback" not in output.getvalue()
+    if shown:
+        assert "uvloop#506" in lines[0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("message", "exc"),
+    [
+        ("Fatal error on SSL protocol", RuntimeError("something else")),
+        ("Fatal error on SSL protocol", OSError(_CLOSED)),
+        ("Task exception was never retrieved", RuntimeError(_CLOSED)),
+    ],
+)
+def test_every_other_loop_error_keeps_its_level_and_traceback(
+    output: io.StringIO, message: str, exc: BaseException
+) -> None:
+    _configure(log_format="json", log_level="INFO")
+    _loop_error(message, exc)
+    (line,) = _json_lines(output)
+    assert line["level"] == "ERROR" and "Traceback" in line["exception"]
 
 
 def test_configuring_twice_adds_no_second_probe_filter(output: io.StringIO) -> None:
